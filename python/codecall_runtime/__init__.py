@@ -1,0 +1,324 @@
+"""codecall runtime: the script side of the tool channel, shipped with codecall (standard library only).
+
+Generated tool modules call `call` / `acall`; scripts see `ToolError` and the helpers `json_parse`, `shell_quote`
+and `retry` through the generated module. Calls are thread-safe and may run concurrently: every call carries an id
+and replies are matched by id, whichever thread reads them.
+"""
+import _thread
+import os
+
+__all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "search_catalog"]
+
+_CODE_TOOL_FAILED = -32000
+
+
+class ToolError(Exception):
+    """A tool call failed: the tool raised, the arguments were invalid, or a limit was reached.
+
+    `tool` is the tool's name, `code` the channel's error code (see the codecall protocol), and the message is the
+    host's, never a host stack trace.
+    """
+
+    def __init__(self, message, tool=None, code=_CODE_TOOL_FAILED):
+        super().__init__(message)
+        self.tool = tool
+        self.code = code
+
+
+class _Channel:
+    """One NDJSON channel over an inherited socket descriptor, shared by all threads of the script."""
+
+    def __init__(self, descriptor, max_frame_bytes):
+        import json
+        import threading
+
+        self._descriptor = descriptor
+        self._max_frame_bytes = max_frame_bytes
+        self._dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+        self._loads = json.loads
+        self._threading = threading
+        self._lock = threading.Lock()
+        self._replied = threading.Condition(self._lock)
+        self._write_lock = threading.Lock()
+        self._pending = {}
+        self._next_id = 0
+        self._reading = False
+        self._partial = []
+        self._partial_size = 0
+        self._broken = None
+        self._owner_pid = os.getpid()
+        try:
+            os.set_blocking(descriptor, True)
+        except OSError as error:
+            self._broken = "the tool channel is not available (%s)" % error
+
+    def _encode(self, message):
+        try:
+            return (self._dumps(message) + "\n").encode("utf-8", "surrogatepass")
+        except (TypeError, ValueError) as error:
+            raise ToolError("%s: arguments cannot be sent as JSON (%s)" % (message.get("method"), error),
+                            tool=message.get("method"), code=-32602) from None
+
+    def _send(self, frame):
+        view = memoryview(frame)
+        with self._write_lock:
+            while view:
+                written = os.write(self._descriptor, view)
+                view = view[written:]
+
+    def _register(self, method, params, slot):
+        if os.getpid() != self._owner_pid:
+            raise ToolError("%s: tools cannot be called from a forked child process; call them from the script's "
+                            "own process (threads and asyncio work)" % method, tool=method)
+        with self._lock:
+            if self._broken is not None:
+                raise ToolError("%s: %s" % (method, self._broken), tool=method, code=-32004)
+            self._next_id += 1
+            request_id = self._next_id
+            self._pending[request_id] = slot
+        frame = self._encode({"id": request_id, "method": method, "params": params})
+        if len(frame) > self._max_frame_bytes:
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise ToolError("%s: arguments are %d bytes, over the channel's frame limit of %d bytes; send less per call"
+                            % (method, len(frame), self._max_frame_bytes), tool=method, code=-32003)
+        try:
+            self._send(frame)
+        except OSError as error:
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise ToolError("%s: the tool channel is closed (%s)" % (method, error), tool=method, code=-32004) from None
+        return request_id
+
+    def call(self, method, params):
+        slot = [False, None, None]
+        self._register(method, params, slot)
+        with self._lock:
+            while not slot[0]:
+                if not self._reading:
+                    self._reading = True
+                    break
+                self._replied.wait()
+            else:
+                return _settle(method, slot)
+        # This thread reads replies until its own has come, handing other threads theirs on the way.
+        try:
+            while not slot[0]:
+                self._read_and_dispatch()
+        finally:
+            self._release_reader()
+        return _settle(method, slot)
+
+    async def acall(self, method, params):
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._register(method, params, (loop, future))
+        with self._lock:
+            if not self._reading:
+                self._reading = True
+                self._threading.Thread(target=self._reader_loop, name="codecall-channel", daemon=True).start()
+        slot = await future
+        return _settle(method, slot)
+
+    def _reader_loop(self):
+        try:
+            while True:
+                with self._lock:
+                    if not self._pending:
+                        return
+                self._read_and_dispatch()
+        finally:
+            self._release_reader()
+
+    def _release_reader(self):
+        with self._lock:
+            self._reading = False
+            # Asynchronous callers have no thread of their own waiting: keep a reader alive for them.
+            if any(type(slot) is tuple for slot in self._pending.values()):
+                self._reading = True
+                self._threading.Thread(target=self._reader_loop, name="codecall-channel", daemon=True).start()
+            self._replied.notify_all()
+
+    def _read_and_dispatch(self):
+        try:
+            chunk = os.read(self._descriptor, 1 << 16)
+        except OSError as error:
+            chunk = b""
+            reason = "the tool channel failed (%s)" % error
+        else:
+            reason = "the tool channel was closed by the host (the run has ended)"
+        if not chunk:
+            self._fail_all(reason)
+            return
+        if b"\n" not in chunk:
+            # Partial frame: keep the pieces and join once, so a large reply is not copied over and over.
+            self._partial.append(chunk)
+            self._partial_size += len(chunk)
+            if self._partial_size > self._max_frame_bytes:
+                self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
+            return
+        if self._partial:
+            self._partial.append(chunk)
+            chunk = b"".join(self._partial)
+            self._partial = []
+            self._partial_size = 0
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        if tail:
+            self._partial.append(tail)
+            self._partial_size = len(tail)
+        replies = []
+        for line in lines:
+            if line:
+                try:
+                    replies.append(self._loads(line))
+                except ValueError:
+                    continue
+        with self._lock:
+            for reply in replies:
+                slot = self._pending.pop(reply.get("id"), None) if type(reply) is dict else None
+                if slot is None:
+                    continue
+                if type(slot) is list:
+                    slot[1] = reply
+                    slot[0] = True
+                else:
+                    loop, future = slot
+                    try:
+                        loop.call_soon_threadsafe(_resolve_future, future, [True, reply, None])
+                    except RuntimeError:
+                        pass
+            self._replied.notify_all()
+
+    def _fail_all(self, reason):
+        with self._lock:
+            self._broken = reason
+            pending = list(self._pending.values())
+            self._pending.clear()
+            failure = {"error": {"code": -32004, "message": reason}}
+            for slot in pending:
+                if type(slot) is list:
+                    slot[1] = failure
+                    slot[0] = True
+                else:
+                    loop, future = slot
+                    try:
+                        loop.call_soon_threadsafe(_resolve_future, future, [True, failure, None])
+                    except RuntimeError:
+                        pass
+            self._replied.notify_all()
+
+    def notify(self, method, params):
+        try:
+            self._send(self._encode({"method": method, "params": params}))
+        except (OSError, ToolError):
+            pass
+
+
+def _resolve_future(future, slot):
+    if not future.done():
+        future.set_result(slot)
+
+
+def _settle(method, slot):
+    reply = slot[1]
+    error = reply.get("error")
+    if error is None:
+        return reply.get("result")
+    if type(error) is dict:
+        raise ToolError(str(error.get("message", "tool call failed")), tool=method,
+                        code=error.get("code", _CODE_TOOL_FAILED))
+    raise ToolError(str(error), tool=method)
+
+
+_channel = None
+_channel_lock = _thread.allocate_lock()
+
+
+def _get_channel():
+    global _channel
+    with _channel_lock:
+        if _channel is None:
+            descriptor = int(os.environ.get("CODECALL_CHANNEL_FD", "-1"))
+            if descriptor < 0:
+                raise ToolError("no tool channel: this script is not running under codecall", code=-32004)
+            _channel = _Channel(descriptor, int(os.environ.get("CODECALL_MAX_FRAME_BYTES", str(16 << 20))))
+    return _channel
+
+
+def call(method, params):
+    """Calls the host tool `method` with keyword arguments `params`; returns its result or raises ToolError."""
+    return (_channel or _get_channel()).call(method, params)
+
+
+async def acall(method, params):
+    """Async variant of `call`: awaitable, so `asyncio.gather` runs many calls at once."""
+    return await (_channel or _get_channel()).acall(method, params)
+
+
+def _notify(method, params):
+    try:
+        _get_channel().notify(method, params)
+    except ToolError:
+        pass
+
+
+def json_parse(text, default=None):
+    """Parses JSON text; returns `default` when it is not valid JSON. Values that are already parsed pass through."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        return text
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def shell_quote(value):
+    """Quotes a value for safe use as one word in a POSIX shell command line."""
+    import shlex
+
+    return shlex.quote(str(value))
+
+
+def retry(function, *args, attempts=3, delay=0.5, backoff=2.0, exceptions=(ToolError,), **kwargs):
+    """Calls `function(*args, **kwargs)`, retrying up to `attempts` times on `exceptions` with growing delays."""
+    import time
+
+    if attempts < 1:
+        raise ValueError("attempts must be at least 1")
+    wait = delay
+    for attempt in range(1, attempts + 1):
+        try:
+            return function(*args, **kwargs)
+        except exceptions:
+            if attempt == attempts:
+                raise
+            time.sleep(wait)
+            wait *= backoff
+
+
+def search_catalog(catalog, query, limit=10):
+    """Ranks catalog rows `(name, signature, description)` against the words of `query`; best first."""
+    words = [word for word in str(query).lower().replace("_", " ").replace(".", " ").split() if word]
+    scored = []
+    for position, (name, signature, description) in enumerate(catalog):
+        short_name = name.rsplit(".", 1)[-1].lower()
+        haystack_name = name.lower().replace("_", " ").replace(".", " ")
+        haystack_description = description.lower()
+        score = 0
+        for word in words:
+            if word == short_name:
+                score += 10
+            if word in haystack_name:
+                score += 5
+            if word in haystack_description:
+                score += 1
+        if score or not words:
+            scored.append((-score, position, name, signature, description))
+    scored.sort()
+    return [{"name": name, "signature": signature, "description": description}
+            for _, _, name, signature, description in scored[:max(0, int(limit))]]

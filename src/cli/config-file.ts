@@ -1,0 +1,76 @@
+import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import type { CodecallOptions } from '../engine/codecall.js';
+import { CodecallError } from '../engine/errors.js';
+
+/** Name of the configuration file looked for in the current directory. */
+export const CONFIG_FILE_NAME = 'codecall.json';
+
+/** Keys a configuration file may have (the JSON-expressible options of createCodecall). */
+const CONFIG_KEYS = new Set([
+  'workspace',
+  'moduleName',
+  'python',
+  'sandbox',
+  'builtinTools',
+  'limits',
+  'mcpServers',
+  'env',
+  'envPassthrough',
+  'network',
+  'stateDir',
+  'pool',
+]);
+
+/** Defaults of the command line when no configuration says otherwise: the built-in file tools on the workspace. */
+export const CLI_DEFAULTS: CodecallOptions = Object.freeze({ builtinTools: ['files'] });
+
+/**
+ * Reads a configuration file. With no explicit path, `codecall.json` in the current directory is used when present.
+ * Relative paths inside it (`workspace`, `stateDir`) are resolved against the file's folder.
+ * @throws CodecallError `INVALID_CONFIG` naming the file and the bad key or value.
+ */
+export async function loadConfigFile(path: string | undefined): Promise<CodecallOptions> {
+  const file = resolve(path ?? CONFIG_FILE_NAME);
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    if (path === undefined && (error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    throw new CodecallError('INVALID_CONFIG', `cannot read configuration file ${file}: ${(error as Error).message}`, {
+      file,
+    });
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new CodecallError('INVALID_CONFIG', `${file} is not valid JSON: ${(error as Error).message}`, { file });
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new CodecallError('INVALID_CONFIG', `${file} must hold a JSON object`, { file });
+  }
+  const config = parsed as Record<string, unknown>;
+  for (const key of Object.keys(config)) {
+    if (!CONFIG_KEYS.has(key)) {
+      throw new CodecallError(
+        'INVALID_CONFIG',
+        `${file}: unknown key "${key}"; known keys: ${[...CONFIG_KEYS].join(', ')}`,
+        { file, key },
+      );
+    }
+  }
+  const base = dirname(file);
+  for (const key of ['workspace', 'stateDir'] as const) {
+    const value = config[key];
+    if (value === undefined) continue;
+    if (typeof value !== 'string' || value.length === 0) {
+      throw new CodecallError('INVALID_CONFIG', `${file}: "${key}" must be a path, got ${JSON.stringify(value)}`, {
+        file,
+        key,
+      });
+    }
+    config[key] = resolve(base, value);
+  }
+  return config as CodecallOptions;
+}

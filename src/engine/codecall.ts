@@ -1,0 +1,335 @@
+import { resolve as resolvePath } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  describeExecuteCodeTool,
+  EXECUTE_CODE_TOOL_NAME,
+  executeCodeInputSchema,
+} from '../codegen/execute-code-description.js';
+import { type GeneratedPythonModule, generatePythonModule } from '../codegen/python-module.js';
+import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
+import type { LimitReason, SandboxMode, SandboxRunner } from '../sandbox/runner.js';
+import { createSandboxRunner } from '../sandbox/select-runner.js';
+import { resolveBuiltinTools } from '../tools/builtin-tools.js';
+import type { RegisteredTool, ToolSource } from '../tools/registered-tool.js';
+import { createToolRegistry, registerTool, type ToolRegistry } from '../tools/registry.js';
+import type { JsonSchema, Tool, ToolModuleDescriptor } from '../tools/types.js';
+import { CodecallError } from './errors.js';
+import { type Limits, resolveLimits } from './limits.js';
+import { materializeModule } from './module-cache.js';
+import type { ExecuteResult } from './result.js';
+import { type RunEnvironment, runScript } from './run-script.js';
+import { defaultStateRoot, prepareStateDirectories, type StateDirectories } from './state-directory.js';
+
+/** Default name of the generated module (`from tools import ...`). */
+export const DEFAULT_MODULE_NAME = 'tools';
+/** Default Python command; resolved once to the real interpreter. */
+export const DEFAULT_PYTHON = 'python3';
+
+/** Configuration of an upstream MCP server, in the format MCP clients use. */
+export type McpServerConfig =
+  | {
+      readonly command: string;
+      readonly args?: readonly string[];
+      readonly env?: Readonly<Record<string, string>>;
+      readonly cwd?: string;
+    }
+  | { readonly url: string; readonly headers?: Readonly<Record<string, string>> };
+
+/** Options of {@link createCodecall}. Every field is optional. */
+export interface CodecallOptions {
+  /** Host tools the script can call. */
+  readonly tools?: readonly Tool<never, unknown>[] | readonly Tool[];
+  /** Built-in tool sets: `files` (read_file, write_file, list_files, search_files rooted at `workspace`). */
+  readonly builtinTools?: readonly string[];
+  /** Folder the built-in file tools are confined to (default: the current directory). */
+  readonly workspace?: string;
+  /** Name of the generated Python module (default `tools`). */
+  readonly moduleName?: string;
+  /** Python command or path (default `python3`), resolved once to the real interpreter. */
+  readonly python?: string;
+  /** `auto` (bubblewrap when usable, else none), `bubblewrap` (required), or `none`. */
+  readonly sandbox?: SandboxMode;
+  /** Resource limits; see {@link Limits} for the defaults. */
+  readonly limits?: Partial<Limits>;
+  /** Upstream MCP servers whose tools become submodules (`from tools.<server> import fn`). */
+  readonly mcpServers?: Readonly<Record<string, McpServerConfig>>;
+  /** Variables set in the script's environment. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Names of host variables copied into the script's environment (default: `TZ`). */
+  readonly envPassthrough?: readonly string[];
+  /** Whether sandboxed scripts may use the network (default false; `none` isolation cannot prevent it). */
+  readonly network?: boolean;
+  /** Folder for run directories, generated modules and saved outputs (default `<tmpdir>/codecall-<uid>`). */
+  readonly stateDir?: string;
+}
+
+/** Per-call options of `execute`. */
+export interface ExecuteOptions {
+  /** Aborting kills the run and rejects with an AbortError. */
+  readonly signal?: AbortSignal;
+  /** Wall-clock limit of this run, overriding `limits.timeoutMs`. */
+  readonly timeoutMs?: number;
+  /** Other limits for this run only. */
+  readonly limits?: Partial<Limits>;
+}
+
+/** The `execute_code` tool as a provider-neutral definition: name, description, JSON input schema. */
+export interface ExecuteCodeToolDefinition {
+  readonly name: string;
+  readonly description: string;
+  readonly inputSchema: JsonSchema;
+}
+
+/** A configured codecall: runs scripts against a fixed set of tools. */
+export interface Codecall {
+  /** The configured limits (after defaults). */
+  readonly limits: Limits;
+  /** Name of the generated module. */
+  readonly moduleName: string;
+  /** Runs a script. Resolves with the result for every failure of the script; rejects for host problems. */
+  execute(code: string, options?: ExecuteOptions): Promise<ExecuteResult>;
+  /** The model-facing description of `execute_code`, from the real tool list and the configured limits. */
+  describe(): Promise<string>;
+  /** Name, description and JSON input schema of `execute_code`. */
+  toolDefinition(): Promise<ExecuteCodeToolDefinition>;
+  /** The generated Python module (what `codecall stubs` prints). */
+  generateModule(): Promise<GeneratedPythonModule>;
+  /** The isolation runs get here (`bubblewrap` or `none`). */
+  isolation(): Promise<'bubblewrap' | 'none'>;
+  /** Kills every run in progress (status `aborted`) and closes upstream connections. */
+  close(): Promise<void>;
+}
+
+const KNOWN_OPTIONS = new Set([
+  'tools',
+  'builtinTools',
+  'workspace',
+  'moduleName',
+  'python',
+  'sandbox',
+  'limits',
+  'mcpServers',
+  'env',
+  'envPassthrough',
+  'network',
+  'stateDir',
+  'pool',
+]);
+
+const SANDBOX_MODES: readonly SandboxMode[] = ['auto', 'bubblewrap', 'none'];
+
+/** Directory of the shipped Python runtime (`python/` at the package root). */
+export const RUNTIME_DIR = fileURLToPath(new URL('../../python/', import.meta.url));
+
+interface Prepared {
+  readonly environment: RunEnvironment;
+  readonly generated: GeneratedPythonModule;
+  readonly failedSources: readonly { name: string; error: string }[];
+}
+
+/**
+ * Creates a codecall. Returns synchronously after checking the configuration; the interpreter, the sandbox and
+ * upstream servers are set up on first use.
+ * @throws CodecallError `INVALID_CONFIG` / `INVALID_TOOL` / `DUPLICATE_TOOL` naming the bad value.
+ */
+export function createCodecall(options: CodecallOptions = {}): Codecall {
+  if (typeof options !== 'object' || options === null) {
+    throw new CodecallError('INVALID_CONFIG', 'createCodecall takes an options object');
+  }
+  for (const key of Object.keys(options)) {
+    if (!KNOWN_OPTIONS.has(key)) {
+      throw new CodecallError(
+        'INVALID_CONFIG',
+        `unknown option "${key}"; known options: ${[...KNOWN_OPTIONS].join(', ')}`,
+        { key },
+      );
+    }
+  }
+  const limits = resolveLimits(options.limits);
+  const moduleName = options.moduleName ?? DEFAULT_MODULE_NAME;
+  const sandbox = options.sandbox ?? 'auto';
+  if (!SANDBOX_MODES.includes(sandbox)) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `sandbox must be one of ${SANDBOX_MODES.join(', ')}, got ${JSON.stringify(sandbox)}`,
+      { sandbox },
+    );
+  }
+  const python = options.python ?? DEFAULT_PYTHON;
+  if (typeof python !== 'string' || python.length === 0) {
+    throw new CodecallError('INVALID_CONFIG', `python must be a command or path, got ${JSON.stringify(python)}`);
+  }
+  const workspace = resolvePath(options.workspace ?? process.cwd());
+  const staticTools: RegisteredTool[] = [
+    ...resolveBuiltinTools(options.builtinTools ?? [], { workspace }).map((tool) => registerTool(tool)),
+    ...(options.tools ?? []).map((tool) => registerTool(tool as Tool)),
+  ];
+  // Checks wire-name uniqueness now, so a duplicate is a configuration error at creation.
+  createToolRegistry(staticTools);
+  // Generated once up front: a bad module name or tool name surfaces here, not at the first run.
+  if (Object.keys(options.mcpServers ?? {}).length === 0) {
+    generatePythonModule({ moduleName, tools: staticTools.map((tool) => tool.descriptor), modules: [] });
+  }
+  const stateRoot = resolvePath(options.stateDir ?? defaultStateRoot());
+  const mcpServers = options.mcpServers ?? {};
+  const mcpServerNames = Object.keys(mcpServers);
+
+  let closed = false;
+  let directories: StateDirectories | undefined;
+  let runnerPromise: Promise<SandboxRunner> | undefined;
+  let sourcesPromise: Promise<ToolSource[]> | undefined;
+  let prepared: { key: string; value: Promise<Prepared> } | undefined;
+  const liveRuns = new Set<(reason: LimitReason) => void>();
+  const pendingRuns = new Set<Promise<unknown>>();
+
+  const getSources = (): Promise<ToolSource[]> => {
+    if (mcpServerNames.length === 0) return Promise.resolve([]);
+    sourcesPromise ??= import('../mcp/upstream-tool-source.js').then((module) =>
+      mcpServerNames.map((name) => module.createMcpToolSource(name, mcpServers[name] as McpServerConfig)),
+    );
+    return sourcesPromise;
+  };
+
+  const prepare = async (): Promise<Prepared> => {
+    if (closed) throw new CodecallError('CLOSED', 'this codecall is closed; create a new one');
+    directories ??= prepareStateDirectories(stateRoot);
+    runnerPromise ??= createSandboxRunner(sandbox);
+    const sources = await getSources();
+    const listings = await Promise.all(
+      sources.map(async (source) => {
+        try {
+          return { source, listing: await source.load() };
+        } catch (error) {
+          return { source, error: error instanceof Error ? error.message : String(error) };
+        }
+      }),
+    );
+    const modules: ToolModuleDescriptor[] = [];
+    const dynamicTools: RegisteredTool[] = [];
+    const failedSources: { name: string; error: string }[] = [];
+    for (const entry of listings) {
+      if ('error' in entry) {
+        failedSources.push({ name: entry.source.name, error: entry.error ?? 'failed' });
+        continue;
+      }
+      modules.push({
+        name: entry.source.name,
+        description: entry.listing.description,
+        tools: entry.listing.tools.map((tool) => tool.descriptor),
+      });
+      dynamicTools.push(...entry.listing.tools);
+    }
+    const key = JSON.stringify([
+      modules.map((module) => [module.name, module.tools.map((tool) => tool.name)]),
+      failedSources,
+    ]);
+    if (prepared?.key === key) return prepared.value;
+    const value = (async (): Promise<Prepared> => {
+      const [interpreter, runner] = await Promise.all([resolvePythonInterpreter(python), runnerPromise]);
+      const generated = generatePythonModule({
+        moduleName,
+        tools: staticTools.map((tool) => tool.descriptor),
+        modules,
+      });
+      const moduleDir = await materializeModule((directories as StateDirectories).modules, generated.files);
+      const registry: ToolRegistry = createToolRegistry([...staticTools, ...dynamicTools]);
+      const rootFunctions = generated.functions.filter((fn) => fn.module === moduleName).map((fn) => fn.pythonName);
+      return {
+        generated,
+        failedSources,
+        environment: {
+          interpreter,
+          runner: runner as SandboxRunner,
+          tools: registry,
+          modulePaths: [moduleDir],
+          runtimeDir: RUNTIME_DIR,
+          runsRoot: (directories as StateDirectories).runs,
+          outputRoot: (directories as StateDirectories).outputs,
+          environmentExtra: options.env,
+          environmentPassthrough: options.envPassthrough,
+          network: options.network ?? false,
+          hintContext: {
+            moduleName,
+            functionNames: rootFunctions,
+            submoduleNames: [
+              ...new Set(
+                generated.functions
+                  .filter((fn) => fn.module !== moduleName)
+                  .map((fn) => fn.module.slice(moduleName.length + 1)),
+              ),
+            ],
+          },
+        },
+      };
+    })();
+    prepared = { key, value };
+    value.catch(() => {
+      if (prepared?.value === value) prepared = undefined;
+    });
+    return value;
+  };
+
+  const codecall: Codecall = {
+    limits,
+    moduleName,
+    async execute(code, executeOptions = {}) {
+      if (typeof code !== 'string') {
+        throw new CodecallError('INVALID_CONFIG', `execute takes the script as a string, got ${typeof code}`);
+      }
+      const runLimits =
+        executeOptions.timeoutMs === undefined && executeOptions.limits === undefined
+          ? limits
+          : resolveLimits(
+              { ...executeOptions.limits, ...(executeOptions.timeoutMs !== undefined ? { timeoutMs: executeOptions.timeoutMs } : {}) },
+              limits,
+            );
+      const { environment } = await prepare();
+      let stopRun: ((reason: LimitReason) => void) | undefined;
+      const run = runScript(environment, code, {
+        limits: runLimits,
+        signal: executeOptions.signal,
+        onStart: (stop) => {
+          stopRun = stop;
+          liveRuns.add(stop);
+          if (closed) stop('aborted');
+        },
+      });
+      pendingRuns.add(run);
+      try {
+        return await run;
+      } finally {
+        pendingRuns.delete(run);
+        if (stopRun !== undefined) liveRuns.delete(stopRun);
+      }
+    },
+    async describe() {
+      const { generated, failedSources, environment } = await prepare();
+      return describeExecuteCodeTool({
+        moduleName,
+        functions: generated.functions,
+        limits,
+        isolation: environment.runner.isolation,
+        failedSources,
+      });
+    },
+    async toolDefinition() {
+      return { name: EXECUTE_CODE_TOOL_NAME, description: await codecall.describe(), inputSchema: executeCodeInputSchema };
+    },
+    async generateModule() {
+      return (await prepare()).generated;
+    },
+    async isolation() {
+      runnerPromise ??= createSandboxRunner(sandbox);
+      return (await runnerPromise).isolation;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const stop of liveRuns) stop('aborted');
+      await Promise.allSettled([...pendingRuns]);
+      const sources = sourcesPromise ? await sourcesPromise.catch(() => []) : [];
+      await Promise.allSettled(sources.map((source) => source.close()));
+    },
+  };
+  return codecall;
+}

@@ -1,0 +1,146 @@
+import { createWriteStream, type WriteStream } from 'node:fs';
+
+/** Share of the kept bytes taken from the start of the output; the rest comes from its end. */
+export const HEAD_SHARE = 0.4;
+
+/** What a capture kept of a stream. */
+export interface CapturedOutput {
+  /** The kept bytes: everything, or head + tail with the omitted middle removed. */
+  readonly head: Buffer;
+  readonly tail: Buffer;
+  /** Bytes the stream carried in all. */
+  readonly totalBytes: number;
+  /** Whether the middle was dropped. */
+  readonly truncated: boolean;
+  /** Where the complete output was saved (only when truncated and a path was given). */
+  readonly fullOutputPath?: string | undefined;
+  /** Whether the saved file is the complete output (false when the run printed more than the file may hold). */
+  readonly fullOutputComplete: boolean;
+}
+
+/** Options of {@link OutputCapture}. */
+export interface OutputCaptureOptions {
+  /** Bytes kept in memory: 40 % head, 60 % tail. */
+  readonly keepBytes: number;
+  /** When set, the complete output is saved there once it outgrows `keepBytes`. */
+  readonly fullOutputPath?: string | undefined;
+  /** Cap of the saved file. */
+  readonly maxFullOutputBytes?: number | undefined;
+}
+
+/**
+ * Keeps the head and tail of a stream within a byte budget, in constant memory however much the script prints.
+ * The complete stream goes to a file only once it outgrows the budget (until then all of it is in memory).
+ */
+export class OutputCapture {
+  readonly #headLimit: number;
+  readonly #tailLimit: number;
+  readonly #options: OutputCaptureOptions;
+  #head: Buffer[] = [];
+  #headBytes = 0;
+  #tail: Buffer[] = [];
+  #tailBytes = 0;
+  #totalBytes = 0;
+  #file: WriteStream | undefined;
+  #fileBytes = 0;
+  #fileComplete = true;
+
+  constructor(options: OutputCaptureOptions) {
+    this.#options = options;
+    this.#headLimit = Math.floor(options.keepBytes * HEAD_SHARE);
+    this.#tailLimit = options.keepBytes - this.#headLimit;
+  }
+
+  /** Bytes seen so far. */
+  get totalBytes(): number {
+    return this.#totalBytes;
+  }
+
+  /** Takes the next chunk of the stream. */
+  push(chunk: Buffer): void {
+    this.#totalBytes += chunk.length;
+    if (this.#file === undefined && this.#totalBytes > this.#options.keepBytes && this.#options.fullOutputPath) {
+      this.#openFile(this.#options.fullOutputPath);
+    }
+    if (this.#file !== undefined) this.#writeFile(chunk);
+    let rest = chunk;
+    if (this.#headBytes < this.#headLimit) {
+      const take = Math.min(this.#headLimit - this.#headBytes, rest.length);
+      this.#head.push(rest.subarray(0, take));
+      this.#headBytes += take;
+      rest = rest.subarray(take);
+    }
+    if (rest.length === 0) return;
+    this.#tail.push(rest);
+    this.#tailBytes += rest.length;
+    while (this.#tailBytes - (this.#tail[0]?.length ?? 0) >= this.#tailLimit) {
+      this.#tailBytes -= this.#tail.shift()?.length ?? 0;
+    }
+  }
+
+  /** Ends the capture; waits for the saved file to be written. */
+  async finish(): Promise<CapturedOutput> {
+    const head = Buffer.concat(this.#head, this.#headBytes);
+    let tail = Buffer.concat(this.#tail, this.#tailBytes);
+    const keptBytes = head.length + tail.length;
+    const truncated = this.#totalBytes > keptBytes || tail.length > this.#tailLimit;
+    if (tail.length > this.#tailLimit) tail = tail.subarray(tail.length - this.#tailLimit);
+    const file = this.#file;
+    if (file !== undefined) {
+      await new Promise<void>((resolve) => {
+        file.end(() => resolve());
+        file.once('error', () => resolve());
+      });
+    }
+    return {
+      head,
+      tail,
+      totalBytes: this.#totalBytes,
+      truncated,
+      fullOutputPath: file === undefined ? undefined : this.#options.fullOutputPath,
+      fullOutputComplete: this.#fileComplete,
+    };
+  }
+
+  #openFile(path: string): void {
+    this.#file = createWriteStream(path, { mode: 0o600, flags: 'wx' });
+    this.#file.on('error', () => {
+      this.#fileComplete = false;
+    });
+    // Everything printed so far is still in memory: the head and tail together cover it all.
+    for (const piece of [...this.#head, ...this.#tail]) this.#writeFile(piece);
+  }
+
+  #writeFile(chunk: Buffer): void {
+    const limit = this.#options.maxFullOutputBytes ?? Number.POSITIVE_INFINITY;
+    const room = limit - this.#fileBytes;
+    if (room <= 0) {
+      this.#fileComplete = false;
+      return;
+    }
+    const piece = chunk.length > room ? chunk.subarray(0, room) : chunk;
+    if (piece.length < chunk.length) this.#fileComplete = false;
+    this.#fileBytes += piece.length;
+    this.#file?.write(piece);
+  }
+}
+
+/** Moves `end` back so that `bytes.subarray(0, end)` does not end inside a UTF-8 character. */
+export function utf8PrefixEnd(bytes: Buffer): number {
+  let end = bytes.length;
+  let back = 0;
+  while (end - back - 1 >= 0 && back < 4 && ((bytes[end - back - 1] ?? 0) & 0xc0) === 0x80) back += 1;
+  const leadIndex = end - back - 1;
+  if (leadIndex < 0) return end;
+  const lead = bytes[leadIndex] ?? 0;
+  const length = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+  if (length > back + 1) end = leadIndex;
+  return end;
+}
+
+/** Index of the first byte of `bytes` that does not continue a UTF-8 character. */
+export function utf8SuffixStart(bytes: Buffer): number {
+  let start = 0;
+  while (start < bytes.length && start < 4 && ((bytes[start] ?? 0) & 0xc0) === 0x80) start += 1;
+  return start;
+}

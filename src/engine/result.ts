@@ -1,0 +1,55 @@
+import type { IsolationLevel, LimitReason } from '../sandbox/runner.js';
+
+/** How a run ended. */
+export type ExecuteStatus = 'success' | 'error' | 'timeout' | 'aborted' | 'limit';
+
+/** The script's uncaught exception (or what ended it). */
+export interface ScriptError {
+  /** Python exception type (`KeyError`, `ToolError`...), or `Timeout`, `Killed`, `Exit` for ends without one. */
+  readonly type: string;
+  readonly message: string;
+  /** Python traceback of the script's own frames. */
+  readonly traceback?: string | undefined;
+}
+
+/** A file the script (or a tool) left for the caller, moved out of the run directory before it was removed. */
+export interface Artifact {
+  readonly path: string;
+  readonly mimeType: string;
+  readonly bytes: number;
+}
+
+/** Set when stdout outgrew `maxStdoutBytes`: what was kept and where the whole of it is. */
+export interface StdoutTruncation {
+  readonly keptBytes: number;
+  readonly totalBytes: number;
+  /** The complete stdout (capped at `maxOutputBytes`). */
+  readonly fullOutputPath?: string | undefined;
+}
+
+/** Result of one `execute`. Failures of the script are values here; only host misconfiguration throws. */
+export interface ExecuteResult {
+  readonly status: ExecuteStatus;
+  /** What the script printed, sanitised for the model (escape sequences removed), head and tail when truncated. */
+  readonly stdout: string;
+  /** What the script wrote to stderr, sanitised and capped. */
+  readonly stderr: string;
+  /** Exit status of the interpreter, or null when it was killed by a signal. */
+  readonly exitCode: number | null;
+  /** The signal that ended the interpreter, if any. */
+  readonly signal?: string | undefined;
+  readonly error?: ScriptError | undefined;
+  /** One actionable sentence for the model when the failure is a common mistake. */
+  readonly hint?: string | undefined;
+  /** Tool calls the script made. */
+  readonly toolCalls: number;
+  readonly durationMs: number;
+  readonly stdoutTruncated?: StdoutTruncation | undefined;
+  /** Isolation the run actually had. */
+  readonly isolation: IsolationLevel;
+  /** Which limit stopped the run, from codecall's own bookkeeping. */
+  readonly reason?: LimitReason | undefined;
+  readonly artifacts?: readonly Artifact[] | undefined;
+  /** Sessions only: the interpreter was replaced and the variables of earlier cells are gone. */
+  readonly stateLost?: boolean | undefined;
+}

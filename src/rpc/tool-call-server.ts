@@ -1,0 +1,267 @@
+import type { Duplex } from 'node:stream';
+import type { RegisteredTool } from '../tools/registered-tool.js';
+import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
+import { LineSplitter } from './line-splitter.js';
+import {
+  ChannelErrorCode,
+  type ChannelErrorCodeValue,
+  EXCEPTION_NOTIFICATION,
+  encodeErrorReply,
+  encodeResultReply,
+  NOTIFICATION_PREFIX,
+  type ScriptExceptionReport,
+} from './protocol.js';
+
+/** Calls past the limit the script may keep making (each refused) before the run is stopped as a flood. */
+export const TOOL_CALL_FLOOD_ALLOWANCE = 1_000;
+
+/** Reply bytes waiting for a script that does not read them before the run is stopped. */
+export const MAX_UNREAD_REPLY_BYTES = 64 * 1024 * 1024;
+
+/** Looks tools up by wire name. */
+export interface ToolLookup {
+  get(wireName: string): RegisteredTool | undefined;
+}
+
+/** Options of {@link ToolCallServer}. */
+export interface ToolCallServerOptions {
+  /** The host end of the run's socketpair. */
+  readonly socket: Duplex;
+  readonly tools: ToolLookup;
+  readonly runId: string;
+  readonly artifactsDir: string;
+  readonly maxToolCalls: number;
+  readonly toolCallTimeoutMs: number;
+  readonly maxFrameBytes: number;
+  readonly maxConcurrentToolCalls: number;
+  /** The script reported its uncaught exception. */
+  onException?(report: ScriptExceptionReport): void;
+  /** The script went on calling far past the limit, or stopped reading replies: the engine should stop the run. */
+  onAbuse?(reason: 'tool_calls', message: string): void;
+}
+
+interface QueuedCall {
+  readonly id: number;
+  readonly tool: RegisteredTool;
+  readonly params: unknown;
+}
+
+/**
+ * The host side of one run's tool channel: reads calls, checks and dispatches them concurrently, and writes one
+ * reply per call. Nothing the script sends can crash or block the host; every bad frame gets an error reply.
+ */
+export class ToolCallServer {
+  readonly #options: ToolCallServerOptions;
+  readonly #splitter: LineSplitter;
+  readonly #inFlight = new Map<number, AbortController>();
+  readonly #queue: QueuedCall[] = [];
+  readonly #runController = new AbortController();
+  #accepted = 0;
+  #refused = 0;
+  #ended = false;
+  #limitReached = false;
+
+  constructor(options: ToolCallServerOptions) {
+    this.#options = options;
+    this.#splitter = new LineSplitter(options.maxFrameBytes, {
+      line: (line) => this.#onLine(line),
+      oversized: (limit) =>
+        this.#reply(
+          encodeErrorReply(
+            null,
+            ChannelErrorCode.frameTooLarge,
+            `frame too large: over the channel limit of ${limit} bytes`,
+          ),
+        ),
+    });
+    options.socket.on('data', (chunk: Buffer) => {
+      if (!this.#ended) this.#splitter.push(chunk);
+    });
+    // The script may close its end or die at any time; errors on the socket are the end of the channel, not a crash.
+    options.socket.on('error', () => {});
+  }
+
+  /** Tool calls the script made that were dispatched (valid or not), up to the limit. */
+  get toolCalls(): number {
+    return this.#accepted;
+  }
+
+  /** Whether the script hit `maxToolCalls`. */
+  get limitReached(): boolean {
+    return this.#limitReached;
+  }
+
+  /** Ends the channel: in-flight calls are aborted, later frames ignored, late results dropped. */
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#runController.abort(new Error('the run has ended'));
+    for (const controller of this.#inFlight.values()) controller.abort(new Error('the run has ended'));
+    this.#inFlight.clear();
+    this.#queue.length = 0;
+    this.#options.socket.destroy();
+  }
+
+  #onLine(line: Buffer): void {
+    let message: unknown;
+    try {
+      message = JSON.parse(line.toString('utf8'));
+    } catch {
+      this.#reply(encodeErrorReply(null, ChannelErrorCode.parseError, 'parse error: the frame is not valid JSON'));
+      return;
+    }
+    if (typeof message !== 'object' || message === null || Array.isArray(message)) {
+      this.#reply(encodeErrorReply(null, ChannelErrorCode.invalidRequest, 'invalid request: expected a JSON object'));
+      return;
+    }
+    const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown };
+    if (id === undefined && typeof method === 'string' && method.startsWith(NOTIFICATION_PREFIX)) {
+      this.#onNotification(method, params);
+      return;
+    }
+    if (typeof id !== 'number' || !Number.isSafeInteger(id) || id <= 0) {
+      this.#reply(
+        encodeErrorReply(null, ChannelErrorCode.invalidRequest, 'invalid request: "id" must be a positive integer'),
+      );
+      return;
+    }
+    if (typeof method !== 'string') {
+      this.#reply(encodeErrorReply(id, ChannelErrorCode.invalidRequest, 'invalid request: "method" must be a string'));
+      return;
+    }
+    if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
+      this.#reply(
+        encodeErrorReply(id, ChannelErrorCode.invalidArguments, `${method}: arguments must be an object of named values`),
+      );
+      return;
+    }
+    if (this.#inFlight.has(id)) {
+      this.#reply(encodeErrorReply(id, ChannelErrorCode.invalidRequest, `invalid request: id ${id} is already in use`));
+      return;
+    }
+    if (this.#accepted >= this.#options.maxToolCalls) {
+      this.#limitReached = true;
+      this.#reply(
+        encodeErrorReply(id, ChannelErrorCode.toolCallLimit, `tool call limit reached (${this.#options.maxToolCalls})`),
+      );
+      this.#refused += 1;
+      if (this.#refused === TOOL_CALL_FLOOD_ALLOWANCE) {
+        this.#options.onAbuse?.(
+          'tool_calls',
+          `the script made ${TOOL_CALL_FLOOD_ALLOWANCE} more tool calls after reaching the limit of ${this.#options.maxToolCalls}`,
+        );
+      }
+      return;
+    }
+    this.#accepted += 1;
+    const tool = this.#options.tools.get(method);
+    if (tool === undefined) {
+      this.#reply(encodeErrorReply(id, ChannelErrorCode.unknownTool, `unknown tool "${method}"`));
+      return;
+    }
+    const call: QueuedCall = { id, tool, params: params ?? {} };
+    if (this.#inFlight.size - this.#queue.length >= this.#options.maxConcurrentToolCalls) {
+      this.#inFlight.set(id, new AbortController());
+      this.#queue.push(call);
+      return;
+    }
+    this.#start(call);
+  }
+
+  #onNotification(method: string, params: unknown): void {
+    if (method === EXCEPTION_NOTIFICATION && typeof params === 'object' && params !== null) {
+      const report = params as Record<string, unknown>;
+      this.#options.onException?.({
+        type: String(report.type ?? 'Exception'),
+        message: String(report.message ?? ''),
+        traceback: typeof report.traceback === 'string' ? report.traceback : undefined,
+      });
+    }
+  }
+
+  #start(call: QueuedCall): void {
+    const controller = this.#inFlight.get(call.id) ?? new AbortController();
+    this.#inFlight.set(call.id, controller);
+    const timer = setTimeout(() => {
+      controller.abort(new Error('tool call timed out'));
+      this.#finish(
+        call.id,
+        encodeErrorReply(
+          call.id,
+          ChannelErrorCode.toolCallTimeout,
+          `${call.tool.descriptor.name}: the tool call timed out after ${this.#options.toolCallTimeoutMs} ms`,
+        ),
+      );
+    }, this.#options.toolCallTimeoutMs);
+    this.#dispatch(call, controller.signal).then(
+      (frame) => {
+        clearTimeout(timer);
+        this.#finish(call.id, frame);
+      },
+      // #dispatch never rejects; this only keeps a bug from becoming an unhandled rejection.
+      (error: unknown) => {
+        clearTimeout(timer);
+        this.#finish(
+          call.id,
+          encodeErrorReply(call.id, ChannelErrorCode.toolFailed, `${call.tool.descriptor.name}: ${String(error)}`),
+        );
+      },
+    );
+  }
+
+  async #dispatch(call: QueuedCall, signal: AbortSignal): Promise<string> {
+    const name = call.tool.descriptor.name;
+    let checked: Awaited<ReturnType<RegisteredTool['checkArguments']>>;
+    try {
+      checked = await call.tool.checkArguments(call.params);
+    } catch (error) {
+      return encodeErrorReply(call.id, ChannelErrorCode.invalidArguments, `${name}: ${describeThrownValue(error)}`);
+    }
+    if (!checked.ok) return encodeErrorReply(call.id, ChannelErrorCode.invalidArguments, checked.message);
+    let value: unknown;
+    try {
+      value = await call.tool.invoke(checked.value, {
+        signal,
+        runId: this.#options.runId,
+        toolName: name,
+        artifactsDir: this.#options.artifactsDir,
+      });
+    } catch (error) {
+      return encodeErrorReply(call.id, ChannelErrorCode.toolFailed, describeThrownValue(error));
+    }
+    let json: string;
+    try {
+      json = serializeToolResult(name, value);
+    } catch (error) {
+      return encodeErrorReply(call.id, ChannelErrorCode.toolFailed, describeThrownValue(error));
+    }
+    if (json.length + 64 > this.#options.maxFrameBytes) {
+      return encodeErrorReply(
+        call.id,
+        ChannelErrorCode.frameTooLarge,
+        `${name}: the result is ${json.length} bytes, over the channel limit of ${this.#options.maxFrameBytes} bytes; ask for less (e.g. a smaller range)`,
+      );
+    }
+    return encodeResultReply(call.id, json);
+  }
+
+  #finish(id: number, frame: string): void {
+    if (this.#ended || !this.#inFlight.delete(id)) return;
+    this.#reply(frame);
+    const next = this.#queue.shift();
+    if (next !== undefined) this.#start(next);
+  }
+
+  #reply(frame: string): void {
+    if (this.#ended) return;
+    const socket = this.#options.socket;
+    if (socket.destroyed || !socket.writable) return;
+    socket.write(frame);
+    if (socket.writableLength > MAX_UNREAD_REPLY_BYTES) {
+      this.#options.onAbuse?.(
+        'tool_calls',
+        `the script left over ${MAX_UNREAD_REPLY_BYTES} bytes of tool replies unread`,
+      );
+    }
+  }
+}

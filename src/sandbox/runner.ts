@@ -1,0 +1,75 @@
+import type { Limits } from '../engine/limits.js';
+import type { PythonInterpreter } from './interpreter.js';
+
+/** Isolation a run actually had. */
+export type IsolationLevel = 'none' | 'bubblewrap';
+
+/** Isolation asked for: `auto` uses bubblewrap when it is usable here, else `none`. */
+export type SandboxMode = 'auto' | IsolationLevel;
+
+/** Why a run was stopped by a limit, from the engine's own bookkeeping. */
+export type LimitReason = 'timeout' | 'cpu' | 'memory' | 'pids' | 'output' | 'tool_calls' | 'aborted';
+
+/** What the engine asks a runner to start: the interpreter with its arguments, in a private working directory. */
+export interface LaunchRequest {
+  /** Unique id of the run (safe as a file name). */
+  readonly runId: string;
+  /** The resolved real interpreter. */
+  readonly interpreter: PythonInterpreter;
+  /** Arguments after the interpreter executable (flags, boot script, script path). */
+  readonly pythonArguments: readonly string[];
+  /** The run's private, writable working directory: the script's cwd and HOME. */
+  readonly workDir: string;
+  /** Directories the script must be able to read (runtime, generated modules); never writable inside a sandbox. */
+  readonly readOnlyPaths: readonly string[];
+  /** The environment of the script, already built from the allowlist. */
+  readonly environment: Readonly<Record<string, string>>;
+  /** Limits of the run. */
+  readonly limits: Limits;
+  /** Whether the script may use the network (sandboxed runs have none by default). */
+  readonly network: boolean;
+}
+
+/** How to start a run: the engine spawns `command` with `args` in a new session, stdio 0..3 set up by the engine. */
+export interface LaunchPlan {
+  readonly command: string;
+  readonly args: readonly string[];
+  /** Environment of the spawned process itself (for bubblewrap: empty, the script's goes through its arguments). */
+  readonly environment: Readonly<Record<string, string>>;
+  /** Working directory of the spawned process. */
+  readonly cwd: string;
+  /**
+   * Open file descriptors to hand to the child at positions 4, 5, ... (e.g. a seccomp program for `bwrap --seccomp 4`).
+   * The runner owns them: close them in `containment.afterSpawn` or `dispose`.
+   */
+  readonly inheritedFileDescriptors?: readonly number[] | undefined;
+  /** Run the spawned process as this uid/gid (e.g. 65534 when the host is root); default the host's own. */
+  readonly uid?: number | undefined;
+  readonly gid?: number | undefined;
+}
+
+/** Per-run resources a runner holds beyond the process (e.g. cgroups); all methods are safe to call twice. */
+export interface RunContainment {
+  /** Called right after spawn with the spawned process id. */
+  afterSpawn?(pid: number): void | Promise<void>;
+  /** Kills every process of the run, including ones that left the process group. */
+  killAll?(): void | Promise<void>;
+  /** After exit: which limit stopped the run, read from the kernel's accounting (e.g. a cgroup OOM kill). */
+  limitReason?(): LimitReason | undefined | Promise<LimitReason | undefined>;
+  /** Releases the resources (removes the cgroups). */
+  dispose?(): void | Promise<void>;
+}
+
+/** A prepared launch: the command to spawn and what to call around it. */
+export interface PreparedLaunch {
+  readonly plan: LaunchPlan;
+  readonly containment?: RunContainment | undefined;
+}
+
+/** One isolation level. The engine owns spawning, pipes, the channel, timeouts and killing the process group. */
+export interface SandboxRunner {
+  /** Isolation this runner gives; reported in every result. */
+  readonly isolation: IsolationLevel;
+  /** Builds the launch of one run. May create per-run resources, released by `containment.dispose`. */
+  prepare(request: LaunchRequest): Promise<PreparedLaunch>;
+}
