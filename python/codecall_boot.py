@@ -24,6 +24,8 @@ def _prepare_channel():
             os.set_inheritable(descriptor, False)
         except OSError:
             pass
+    # Whatever else the host let slip through (descriptors it opened without close-on-exec) is not the script's.
+    os.closerange(max(descriptor, 2) + 1, 65536)
 
 
 def _apply_limits():

@@ -9,7 +9,7 @@ import { type GeneratedPythonModule, generatePythonModule } from '../codegen/pyt
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
 import type { LimitReason, SandboxMode, SandboxRunner } from '../sandbox/runner.js';
 import { createSandboxRunner } from '../sandbox/select-runner.js';
-import { resolveBuiltinTools } from '../tools/builtin-tools.js';
+import { resolveBuiltinTools } from '../tools/builtin-tool-sets.js';
 import type { RegisteredTool, ToolSource } from '../tools/registered-tool.js';
 import { createToolRegistry, registerTool, type ToolRegistry } from '../tools/registry.js';
 import type { JsonSchema, Tool, ToolModuleDescriptor } from '../tools/types.js';
@@ -161,7 +161,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
   }
   const workspace = resolvePath(options.workspace ?? process.cwd());
   const staticTools: RegisteredTool[] = [
-    ...resolveBuiltinTools(options.builtinTools ?? [], { workspace }).map((tool) => registerTool(tool)),
+    ...resolveBuiltinTools({ names: options.builtinTools ?? [], workspace }).map((tool) => registerTool(tool)),
     ...(options.tools ?? []).map((tool) => registerTool(tool as Tool)),
   ];
   // Checks wire-name uniqueness now, so a duplicate is a configuration error at creation.
@@ -215,7 +215,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       modules.push({
         name: entry.source.name,
         description: entry.listing.description,
-        tools: entry.listing.tools.map((tool) => tool.descriptor),
+        tools: entry.listing.tools.map((tool: RegisteredTool) => tool.descriptor),
       });
       dynamicTools.push(...entry.listing.tools);
     }
@@ -313,14 +313,19 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       });
     },
     async toolDefinition() {
-      return { name: EXECUTE_CODE_TOOL_NAME, description: await codecall.describe(), inputSchema: executeCodeInputSchema };
+      return {
+        name: EXECUTE_CODE_TOOL_NAME,
+        description: await codecall.describe(),
+        inputSchema: structuredClone(executeCodeInputSchema) as unknown as JsonSchema,
+      };
     },
     async generateModule() {
       return (await prepare()).generated;
     },
     async isolation() {
       runnerPromise ??= createSandboxRunner(sandbox);
-      return (await runnerPromise).isolation;
+      const runner = await runnerPromise;
+      return runner.isolation;
     },
     async close() {
       if (closed) return;

@@ -1,0 +1,540 @@
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
+import { CodecallError } from '../../src/engine/errors.js';
+import { formatResultForModel } from '../../src/engine/format-result.js';
+import { defineTool } from '../../src/tools/define-tool.js';
+import { processAlive, useCodecalls } from '../support/codecall-fixture.js';
+
+const codecallWith = useCodecalls();
+
+const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
+
+const add = defineTool({
+  name: 'add',
+  description: 'Add two numbers.',
+  inputSchema: z.object({ a: z.number(), b: z.number() }),
+  execute: async ({ a, b }) => a + b,
+});
+
+const slow = defineTool({
+  name: 'slow',
+  description: 'Wait 100 ms, then answer "done".',
+  inputSchema: { type: 'object', properties: {} },
+  execute: async () => {
+    await sleep(100);
+    return 'done';
+  },
+});
+
+describe('running scripts', () => {
+  const codecall = codecallWith({ tools: [add, slow] });
+
+  it('returns what the script prints', async () => {
+    const result = await codecall.execute('print(1)');
+    expect(result).toMatchObject({ status: 'success', stdout: '1\n', exitCode: 0, toolCalls: 0, isolation: 'none' });
+  });
+
+  it('calls a tool and gets a parsed value back', async () => {
+    const result = await codecall.execute('from tools import add\nprint(add(1, 2), add(a=2.5, b=0.25))');
+    expect(result).toMatchObject({ status: 'success', stdout: '3 2.75\n', toolCalls: 2 });
+  });
+
+  it('reports an uncaught exception with its type, message and the script frames only', async () => {
+    const result = await codecall.execute('x = {}\nprint("partial")\nx["missing"]');
+    expect(result.status).toBe('error');
+    expect(result.stdout).toBe('partial\n');
+    expect(result.error?.type).toBe('KeyError');
+    expect(result.error?.message).toBe("'missing'");
+    expect(result.error?.traceback).toContain('File "script.py", line 3');
+    expect(result.error?.traceback).not.toContain('codecall_boot');
+  });
+
+  it('reports a syntax error with its line', async () => {
+    const result = await codecall.execute('print("ok")\ndef broken(:\n');
+    expect(result.status).toBe('error');
+    expect(result.error?.type).toBe('SyntaxError');
+    expect(result.error?.message).toContain('line 2');
+  });
+
+  it('reports sys.exit with a non-zero status as an error', async () => {
+    const result = await codecall.execute('import sys\nprint("bye")\nsys.exit(3)');
+    expect(result).toMatchObject({ status: 'error', exitCode: 3, stdout: 'bye\n' });
+    expect(result.error?.type).toBe('SystemExit');
+  });
+
+  it('treats sys.exit(0) as success', async () => {
+    const result = await codecall.execute('import sys\nsys.exit(0)');
+    expect(result.status).toBe('success');
+  });
+});
+
+describe('tool calls', () => {
+  it('refuses wrong argument types with a ToolError naming the field, without calling the handler', async () => {
+    const execute = vi.fn(async ({ a, b }: { a: number; b: number }) => a + b);
+    const codecall = codecallWith({
+      tools: [defineTool({ name: 'add', description: 'Add.', inputSchema: z.object({ a: z.number(), b: z.number() }), execute })],
+    });
+    const result = await codecall.execute(
+      'from tools import add, ToolError\ntry:\n    add(1, "two")\nexcept ToolError as error:\n    print("ToolError:", error)',
+    );
+    expect(result.status).toBe('success');
+    expect(result.stdout).toMatch(/^ToolError: add: .*'b'/);
+    expect(execute).not.toHaveBeenCalled();
+  });
+
+  it('turns a throwing handler into a ToolError with its message and no host stack trace', async () => {
+    const codecall = codecallWith({
+      tools: [
+        defineTool({
+          name: 'explode',
+          description: 'Always fails.',
+          inputSchema: { type: 'object', properties: {} },
+          execute: async () => {
+            throw new Error('database unreachable');
+          },
+        }),
+      ],
+    });
+    const result = await codecall.execute('from tools import explode\nexplode()');
+    expect(result.status).toBe('error');
+    expect(result.error).toMatchObject({ type: 'ToolError', message: 'database unreachable' });
+    expect(result.stderr).not.toContain('.ts:');
+    expect(result.stderr).not.toContain('node:internal');
+  });
+
+  it('turns results that cannot cross the channel into tool errors', async () => {
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    const codecall = codecallWith({
+      tools: [
+        defineTool({ name: 'big', description: 'BigInt.', inputSchema: { type: 'object' }, execute: () => 10n }),
+        defineTool({ name: 'loop', description: 'Circular.', inputSchema: { type: 'object' }, execute: () => circular }),
+        defineTool({ name: 'nothing', description: 'Undefined.', inputSchema: { type: 'object' }, execute: () => undefined }),
+      ],
+    });
+    const result = await codecall.execute(
+      [
+        'from tools import big, loop, nothing, ToolError',
+        'for fn in (big, loop):',
+        '    try:',
+        '        fn()',
+        '    except ToolError as error:',
+        '        print(type(error).__name__, "|", error)',
+        'print(repr(nothing()))',
+      ].join('\n'),
+    );
+    expect(result.status).toBe('success');
+    const lines = result.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^ToolError \| .*BigInt/);
+    expect(lines[1]).toMatch(/^ToolError \| .*circular/i);
+    expect(lines[2]).toBe('None');
+  });
+
+  it('runs 20 threads calling a 100 ms tool concurrently', async () => {
+    const codecall = codecallWith({ tools: [slow] });
+    const result = await codecall.execute(
+      [
+        'import threading, time',
+        'from tools import slow',
+        'results = []',
+        'def worker():',
+        '    results.append(slow())',
+        'threads = [threading.Thread(target=worker) for _ in range(20)]',
+        'start = time.perf_counter()',
+        'for thread in threads: thread.start()',
+        'for thread in threads: thread.join()',
+        'print(len(results), results.count("done"), round((time.perf_counter() - start) * 1000))',
+      ].join('\n'),
+    );
+    expect(result.status).toBe('success');
+    const [count, done, elapsed] = result.stdout.trim().split(' ').map(Number);
+    expect(count).toBe(20);
+    expect(done).toBe(20);
+    expect(elapsed).toBeLessThan(400);
+    expect(result.toolCalls).toBe(20);
+  });
+
+  it('runs 50 asyncio.gather calls of a 100 ms tool concurrently through tools.aio', async () => {
+    const codecall = codecallWith({ tools: [slow] });
+    const result = await codecall.execute(
+      [
+        'import asyncio, time',
+        'from tools import aio',
+        'async def main():',
+        '    start = time.perf_counter()',
+        '    results = await asyncio.gather(*(aio.slow() for _ in range(50)))',
+        '    print(len(results), round((time.perf_counter() - start) * 1000))',
+        'asyncio.run(main())',
+      ].join('\n'),
+    );
+    expect(result.status).toBe('success');
+    const [count, elapsed] = result.stdout.trim().split(' ').map(Number);
+    expect(count).toBe(50);
+    expect(elapsed).toBeLessThan(400);
+  });
+
+  it('answers calls past maxToolCalls with "tool call limit reached (N)"', async () => {
+    const codecall = codecallWith({ tools: [add], limits: { maxToolCalls: 5 } });
+    const result = await codecall.execute(
+      [
+        'from tools import add, ToolError',
+        'errors = []',
+        'for i in range(8):',
+        '    try:',
+        '        add(i, 1)',
+        '    except ToolError as error:',
+        '        errors.append(str(error))',
+        'print(len(errors), errors[0])',
+      ].join('\n'),
+    );
+    expect(result.stdout).toBe('3 tool call limit reached (5)\n');
+    expect(result.toolCalls).toBe(5);
+  });
+
+  it('reports reason tool_calls when the limit ends the script', async () => {
+    const codecall = codecallWith({ tools: [add], limits: { maxToolCalls: 2 } });
+    const result = await codecall.execute('from tools import add\nfor i in range(5):\n    add(i, i)');
+    expect(result).toMatchObject({ status: 'limit', reason: 'tool_calls' });
+    expect(result.hint).toContain('2 tool calls');
+  });
+
+  it('times out a tool call that never settles, and ignores it settling after the run', async () => {
+    let settleLate: ((value: string) => void) | undefined;
+    const codecall = codecallWith({
+      tools: [
+        defineTool({
+          name: 'hang',
+          description: 'Never answers.',
+          inputSchema: { type: 'object' },
+          execute: () =>
+            new Promise<string>((resolve) => {
+              settleLate = resolve;
+            }),
+        }),
+      ],
+      limits: { toolCallTimeoutMs: 300 },
+    });
+    const rejections: unknown[] = [];
+    const onRejection = (reason: unknown) => rejections.push(reason);
+    process.on('unhandledRejection', onRejection);
+    const result = await codecall.execute(
+      'from tools import hang, ToolError\ntry:\n    hang()\nexcept ToolError as error:\n    print(error)',
+    );
+    expect(result.stdout).toBe('hang: the tool call timed out after 300 ms\n');
+    settleLate?.('too late');
+    await sleep(20);
+    process.off('unhandledRejection', onRejection);
+    expect(rejections).toEqual([]);
+  });
+
+  it('gives handlers an AbortSignal that fires when the run ends', async () => {
+    let signal: AbortSignal | undefined;
+    const codecall = codecallWith({
+      tools: [
+        defineTool({
+          name: 'wait',
+          description: 'Waits for its signal.',
+          inputSchema: { type: 'object' },
+          execute: (_args, context) => {
+            signal = context.signal;
+            return new Promise(() => {});
+          },
+        }),
+      ],
+      limits: { timeoutMs: 500 },
+    });
+    const result = await codecall.execute('from tools import wait\nwait()');
+    expect(result.status).toBe('timeout');
+    expect(signal?.aborted).toBe(true);
+  });
+
+  it('caps a result larger than the frame limit with a clear error', async () => {
+    const codecall = codecallWith({
+      tools: [
+        defineTool({ name: 'huge', description: 'Too big.', inputSchema: { type: 'object' }, execute: () => 'x'.repeat(2 << 20) }),
+      ],
+      limits: { maxFrameBytes: 1 << 20 },
+    });
+    const result = await codecall.execute('from tools import huge, ToolError\ntry:\n    huge()\nexcept ToolError as error:\n    print(error)');
+    expect(result.stdout).toMatch(/^huge: the result is \d+ bytes, over the channel limit of 1048576 bytes/);
+  });
+});
+
+describe('limits and cleanup', () => {
+  it('stops time.sleep(999) at a 2 s timeout, keeps earlier prints, and leaves no child process', async () => {
+    const codecall = codecallWith();
+    const started = performance.now();
+    const result = await codecall.execute(
+      [
+        'import subprocess, time',
+        'child = subprocess.Popen(["sleep", "999"])',
+        'print("child", child.pid, flush=True)',
+        'time.sleep(999)',
+      ].join('\n'),
+      { timeoutMs: 2_000 },
+    );
+    const elapsed = performance.now() - started;
+    expect(result.status).toBe('timeout');
+    expect(result.reason).toBe('timeout');
+    expect(elapsed).toBeLessThan(3_500);
+    const pid = Number(/child (\d+)/.exec(result.stdout)?.[1]);
+    expect(pid).toBeGreaterThan(0);
+    expect(processAlive(pid)).toBe(false);
+    expect(formatResultForModel(result)).toContain('2 s');
+  });
+
+  it('keeps head and tail of 15,000 lines with a notice, and saves the complete output', async () => {
+    const codecall = codecallWith();
+    const result = await codecall.execute(
+      'print("HEAD")\nfor i in range(15000):\n    print(f"line {i:05d}")\nprint("TAIL")',
+    );
+    expect(result.status).toBe('success');
+    expect(result.stdout.startsWith('HEAD\nline 00000\n')).toBe(true);
+    expect(result.stdout.endsWith('line 14999\nTAIL\n')).toBe(true);
+    expect(result.stdout).toMatch(/\[… \d+ bytes omitted: kept the first \d+ and the last \d+ of \d+ bytes; the complete output is in .+ …\]/);
+    const truncation = result.stdoutTruncated;
+    expect(truncation).toBeDefined();
+    expect(truncation?.totalBytes).toBe(5 + 15000 * 11 + 5);
+    const saved = readFileSync(truncation?.fullOutputPath ?? '', 'utf8');
+    expect(saved.length).toBe(truncation?.totalBytes);
+    expect(saved.split('\n')[15000]).toBe('line 14999');
+    expect(Buffer.byteLength(result.stdout)).toBeLessThan(codecall.limits.maxStdoutBytes + 300);
+  });
+
+  it('shows the script no host variable outside the allowlist', async () => {
+    process.env.OPENAI_API_KEY = 'sk-test-secret';
+    process.env.GITHUB_TOKEN = 'ghp_test_secret';
+    process.env.TZ = 'UTC';
+    try {
+      const codecall = codecallWith();
+      const result = await codecall.execute('import os, json\nprint(json.dumps(dict(os.environ)))');
+      const environment = JSON.parse(result.stdout) as Record<string, string>;
+      expect(environment.OPENAI_API_KEY).toBeUndefined();
+      expect(environment.GITHUB_TOKEN).toBeUndefined();
+      expect(result.stdout).not.toContain('secret');
+      expect(environment.PATH).toBe('/usr/local/bin:/usr/bin:/bin');
+      expect(environment.PYTHONUTF8).toBe('1');
+      expect(environment.PYTHONDONTWRITEBYTECODE).toBe('1');
+      expect(environment.PYTHONUNBUFFERED).toBe('1');
+      expect(environment.TZ).toBe('UTC');
+      const allowed = /^(PATH|HOME|TMPDIR|LANG|LC_ALL|TZ|MALLOC_ARENA_MAX|MPLBACKEND|PYTHON[A-Z0-9]+|CODECALL_[A-Z_]+)$/;
+      expect(Object.keys(environment).filter((name) => !allowed.test(name))).toEqual([]);
+    } finally {
+      delete process.env.OPENAI_API_KEY;
+      delete process.env.GITHUB_TOKEN;
+    }
+  });
+
+  it('passes configured variables and refuses forbidden ones', () => {
+    expect(() => codecallWith({ env: { LD_PRELOAD: '/x.so' } }).execute('pass')).rejects.toThrow(/LD_PRELOAD/);
+  });
+
+  it('runs each script in a fresh private directory that is removed afterwards, without following links', async () => {
+    const codecall = codecallWith();
+    const outside = mkdtempSync(join(tmpdir(), 'codecall-canary-'));
+    writeFileSync(join(outside, 'canary.txt'), 'still here');
+    const result = await codecall.execute(
+      [
+        'import os',
+        `os.symlink(${JSON.stringify(outside)}, "link")`,
+        'open("mine.txt", "w").write("x")',
+        'print(os.getcwd())',
+        'print(sorted(os.listdir(".")))',
+      ].join('\n'),
+    );
+    const [workDir, listing] = result.stdout.trim().split('\n');
+    expect(listing).toBe("['artifacts', 'link', 'mine.txt', 'script.py', 'tmp']");
+    expect(existsSync(workDir ?? '')).toBe(false);
+    expect(readFileSync(join(outside, 'canary.txt'), 'utf8')).toBe('still here');
+    const second = await codecall.execute('import os\nprint(os.getcwd())');
+    expect(second.stdout.trim()).not.toBe(workDir);
+  });
+
+  it('copes with directories nested past PATH_MAX when cleaning up (R17)', async () => {
+    const codecall = codecallWith();
+    const result = await codecall.execute(
+      'import os\nfor _ in range(1500):\n    os.mkdir("a")\n    os.chdir("a")\nprint(len(os.getcwd()))',
+    );
+    expect(result.status).toBe('success');
+    expect(Number(result.stdout)).toBeGreaterThan(3000);
+  });
+
+  it('shows the script only stdio and the channel, and keeps the channel from its subprocesses (E19)', async () => {
+    const codecall = codecallWith({ tools: [add] });
+    const result = await codecall.execute(
+      [
+        'import os, subprocess',
+        'from tools import add',
+        'add(1, 1)',
+        'fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))',
+        'print([fd for fd in fds if fd != fds[-1]], os.readlink("/proc/self/fd/3").startswith("socket:"))',
+        'listing = subprocess.run(["sh", "-c", "ls -l /proc/$$/fd"], capture_output=True, text=True, close_fds=False)',
+        'print("socket:" in listing.stdout)',
+      ].join('\n'),
+    );
+    // The last descriptor is the one os.listdir itself opened to read the directory.
+    expect(result.stdout).toBe('[0, 1, 2, 3] True\nFalse\n');
+  });
+
+  it('ends a run with an uncaught MemoryError as reason memory (R3)', async () => {
+    const codecall = codecallWith({ limits: { memoryBytes: 256 * 1024 * 1024 } });
+    const result = await codecall.execute('blocks = [bytearray(50 << 20) for _ in range(999)]');
+    expect(result).toMatchObject({ status: 'limit', reason: 'memory' });
+    expect(result.error?.type).toBe('MemoryError');
+  });
+
+  it('stops a busy loop at its CPU limit with reason cpu (R5)', async () => {
+    const codecall = codecallWith({ limits: { cpuSeconds: 1, timeoutMs: 10_000 } });
+    const result = await codecall.execute('while True:\n    pass');
+    expect(result).toMatchObject({ status: 'limit', reason: 'cpu' });
+  });
+
+  it('refuses a file past maxFileBytes with EFBIG (R7)', async () => {
+    const codecall = codecallWith({ limits: { maxFileBytes: 1 << 20 } });
+    const result = await codecall.execute(
+      'try:\n    open("big", "wb").write(b"\\0" * (2 << 20))\nexcept OSError as error:\n    print(error.errno, error.strerror)',
+    );
+    expect(result.stdout).toBe('27 File too large\n');
+  });
+
+  it('refuses files past maxOpenFiles with EMFILE (R13)', async () => {
+    const codecall = codecallWith({ limits: { maxOpenFiles: 64 } });
+    const result = await codecall.execute(
+      'files = []\ntry:\n    while True:\n        files.append(open("/dev/null"))\nexcept OSError as error:\n    print(error.errno, len(files) < 64)',
+    );
+    expect(result.stdout).toBe('24 True\n');
+  });
+
+  it('kills a print flood at maxOutputBytes with reason output, keeping the host responsive (R10)', async () => {
+    const codecall = codecallWith({ limits: { maxOutputBytes: 4 << 20 } });
+    const result = await codecall.execute("while True:\n    print('x' * 10**6)");
+    expect(result).toMatchObject({ status: 'limit', reason: 'output' });
+    expect(result.stdoutTruncated?.totalBytes).toBeGreaterThan(4 << 20);
+  });
+
+  it('drains stderr separately while stdout is idle (R11)', async () => {
+    const codecall = codecallWith({ limits: { maxOutputBytes: 4 << 20 } });
+    const result = await codecall.execute("import sys\nwhile True:\n    sys.stderr.write('e' * 10**6)");
+    expect(result).toMatchObject({ status: 'limit', reason: 'output', stdout: '' });
+    expect(result.stderr).toContain('bytes of stderr omitted');
+  });
+
+  it('handles a gigantic line without a newline (R12)', async () => {
+    const codecall = codecallWith();
+    const result = await codecall.execute("import sys\nsys.stdout.write('x' * 3_000_000)");
+    expect(result.status).toBe('success');
+    expect(result.stdoutTruncated?.totalBytes).toBe(3_000_000);
+  });
+
+  it('keeps the wall-clock timeout absolute while the script keeps printing (R15)', async () => {
+    const codecall = codecallWith();
+    const result = await codecall.execute("import time\nwhile True:\n    print('.', flush=True)\n    time.sleep(0.1)", {
+      timeoutMs: 1_000,
+    });
+    expect(result.status).toBe('timeout');
+    expect(result.durationMs).toBeLessThan(2_500);
+  });
+
+  it('aborts a run through an AbortSignal: rejects with AbortError and kills the process', async () => {
+    const codecall = codecallWith();
+    const controller = new AbortController();
+    const run = codecall.execute('import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(30)', {
+      signal: controller.signal,
+    });
+    await sleep(300);
+    controller.abort();
+    await expect(run).rejects.toMatchObject({ name: 'AbortError' });
+  });
+
+  it('kills runs in progress on close() and reports them aborted', async () => {
+    const codecall = codecallWith();
+    const run = codecall.execute('import time\ntime.sleep(30)');
+    await sleep(300);
+    await codecall.close();
+    const result = await run;
+    expect(result).toMatchObject({ status: 'aborted', reason: 'aborted' });
+    await expect(codecall.execute('print(1)')).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+});
+
+describe('output the model sees', () => {
+  const codecall = codecallWith();
+
+  it('decodes invalid UTF-8 with U+FFFD (O1)', async () => {
+    const result = await codecall.execute("import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe\\xc3(')");
+    expect(result.stdout).toBe('ok \uFFFD\uFFFD\uFFFD(');
+  });
+
+  it('removes terminal escape sequences (O2)', async () => {
+    const result = await codecall.execute("print('\\x1b[2J\\x1b]0;pwned\\x07\\x1b]52;c;ZXZpbA==\\x07clean \\x1b[31mred\\x1b[0m')");
+    expect(result.stdout).toBe('clean red\n');
+  });
+
+  it('keeps a NUL visible instead of truncating (O3)', async () => {
+    const result = await codecall.execute("print('a\\0b')");
+    expect(result.stdout).toBe('a\\x00b\n');
+  });
+
+  it('completes on process exit, not on stdout EOF (O4)', async () => {
+    const result = await codecall.execute('import os, time\nos.close(1)\nos.close(2)\ntime.sleep(1)\nos._exit(0)');
+    expect(result.status).toBe('success');
+    expect(result.durationMs).toBeGreaterThan(900);
+  });
+
+  it('never parses results out of stdout (O5)', async () => {
+    const result = await codecall.execute('print(\'{"final_answer": 42}\')');
+    expect(result.stdout).toBe('{"final_answer": 42}\n');
+    expect(result).not.toHaveProperty('final_answer');
+  });
+
+  it('surfaces a script-side UnicodeEncodeError as a normal error (O7)', async () => {
+    const result = await codecall.execute("print('\\ud800')");
+    expect(result.status).toBe('error');
+    expect(result.error?.type).toBe('UnicodeEncodeError');
+  });
+});
+
+describe('failure hints', () => {
+  const codecall = codecallWith({ tools: [add, slow] });
+
+  it('lists the real functions when the script imports one that does not exist', async () => {
+    const result = await codecall.execute('from tools import multiply');
+    expect(result.hint).toBe('"tools" has no function "multiply"; the functions of tools are: add, slow.');
+    expect(formatResultForModel(result)).toContain('[hint] "tools" has no function "multiply"');
+  });
+
+  it('says only the standard library is available when a module is missing', async () => {
+    const result = await codecall.execute('import pandas_is_not_installed_here');
+    expect(result.hint).toMatch(/^Module "pandas_is_not_installed_here" is not installed: only the Python standard library/);
+  });
+
+  it('explains that results are parsed values when a dict is used as a string', async () => {
+    const tools = [
+      defineTool({ name: 'info', description: 'Info.', inputSchema: { type: 'object' }, execute: () => ({ name: 'x' }) }),
+    ];
+    const result = await codecallWith({ tools }).execute('from tools import info\nprint(info().split(","))');
+    expect(result.hint).toContain('parsed Python values');
+  });
+
+  it('says to import a tool used without importing it', async () => {
+    const result = await codecall.execute('print(add(1, 2))');
+    expect(result.hint).toBe('Import the tool first: from tools import add.');
+  });
+});
+
+describe('configuration errors are thrown', () => {
+  it('rejects unknown options and bad limits', () => {
+    expect(() => codecallWith({ colour: 'blue' } as never)).toThrow(CodecallError);
+    expect(() => codecallWith({ limits: { timeoutMs: -1 } })).toThrow(/limits.timeoutMs must be an integer >= 1, got -1/);
+    expect(() => codecallWith({ limits: { speed: 3 } as never })).toThrow(/unknown limit "speed"/);
+    expect(() => codecallWith({ sandbox: 'docker' as never })).toThrow(/sandbox must be one of/);
+  });
+
+  it('rejects a missing interpreter when the first run needs it', async () => {
+    const codecall = codecallWith({ python: 'python-does-not-exist-3' });
+    await expect(codecall.execute('print(1)')).rejects.toMatchObject({ code: 'INTERPRETER_NOT_FOUND' });
+  });
+});
