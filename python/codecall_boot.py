@@ -1,11 +1,14 @@
 """codecall boot: prepares the process, then runs the model's script as __main__.
 
-Started as `python -S codecall_boot.py script.py`. It marks the tool channel close-on-exec (the script's own
+Started as `python -S -c "import codecall_boot; codecall_boot.main()" script.py` (imported rather than run as
+a file, so its compiled form is cached). It marks the tool channel close-on-exec (the script's own
 subprocesses must not inherit it), applies the run's resource limits, runs the script, and reports an uncaught
 exception over the channel so the host gets its exact type and message.
 """
-import os
 import sys
+
+# `posix` is built in; `os` would cost a millisecond of imports that a script printing one line never needs.
+import posix
 
 _RLIMIT_NAMES = {
     "as": "RLIMIT_AS",
@@ -17,19 +20,28 @@ _RLIMIT_NAMES = {
 }
 
 
+def _environment(name, default=""):
+    value = posix.environ.get(name.encode())
+    return default if value is None else value.decode("utf-8", "surrogateescape")
+
+
+def _channel_descriptor():
+    return int(_environment("CODECALL_CHANNEL_FD", "-1"))
+
+
 def _prepare_channel():
-    descriptor = int(os.environ.get("CODECALL_CHANNEL_FD", "-1"))
+    descriptor = _channel_descriptor()
     if descriptor >= 0:
         try:
-            os.set_inheritable(descriptor, False)
+            posix.set_inheritable(descriptor, False)
         except OSError:
             pass
     # Whatever else the host let slip through (descriptors it opened without close-on-exec) is not the script's.
-    os.closerange(max(descriptor, 2) + 1, 65536)
+    posix.closerange(max(descriptor, 2) + 1, 65536)
 
 
 def _apply_limits():
-    specification = os.environ.get("CODECALL_RLIMITS")
+    specification = _environment("CODECALL_RLIMITS")
     if not specification:
         return
     import resource
@@ -55,6 +67,8 @@ def _apply_limits():
 def _internal_prefixes():
     # The runtime's folder and the generated modules before it on PYTHONPATH: their frames are codecall's, not the
     # script's, and only cost the model tokens.
+    import os
+
     runtime_dir = os.path.dirname(os.path.abspath(__file__))
     prefixes = [runtime_dir + os.sep]
     for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
@@ -97,7 +111,7 @@ def _report(error, traceback_object):
     if runtime is not None:
         runtime._notify("$exception", params)
     else:
-        descriptor = int(os.environ.get("CODECALL_CHANNEL_FD", "-1"))
+        descriptor = _channel_descriptor()
         if descriptor < 0:
             return
         import json
@@ -105,7 +119,7 @@ def _report(error, traceback_object):
         frame = (json.dumps({"method": "$exception", "params": params}) + "\n").encode()
         try:
             while frame:
-                frame = frame[os.write(descriptor, frame):]
+                frame = frame[posix.write(descriptor, frame):]
         except OSError:
             pass
 
@@ -133,22 +147,20 @@ def _run(path):
     return 0
 
 
-def _main():
+def main():
+    """Prepares the process and runs the script named by the first argument; exits with its status."""
     _prepare_channel()
     _apply_limits()
     if len(sys.argv) < 2:
-        sys.stderr.write("usage: codecall_boot.py SCRIPT\n")
-        return 2
+        sys.stderr.write("usage: python -c 'import codecall_boot; codecall_boot.main()' SCRIPT\n")
+        sys.exit(2)
     path = sys.argv[1]
     sys.argv = sys.argv[1:]
-    sys.path[0] = os.path.dirname(os.path.abspath(path))
-    return _run(path)
-
-
-if __name__ == "__main__":
-    _status = _main()
+    # The script's folder first on sys.path, as when Python runs a file (the run directory is the cwd).
+    sys.path[0] = posix.getcwd() if "/" not in path else path.rsplit("/", 1)[0]
+    status = _run(path)
     try:
         sys.stdout.flush()
     except Exception:
         pass
-    sys.exit(_status)
+    sys.exit(status)

@@ -45,7 +45,9 @@ async function readScript(path: string): Promise<string> {
   try {
     return await readFile(path, 'utf8');
   } catch (error) {
-    throw new UsageError(`cannot read script ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new UsageError(
+      `cannot read script ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+    );
   }
 }
 
@@ -168,7 +170,11 @@ async function stubsCommand(options: CodecallOptions): Promise<number> {
   }
 }
 
-async function serveCommand(options: CodecallOptions, http: string | undefined, host: string | undefined): Promise<number> {
+async function serveCommand(
+  options: CodecallOptions,
+  http: string | undefined,
+  host: string | undefined,
+): Promise<number> {
   const { serveHttp, serveStdio } = await import('../mcp/index.js');
   const codecall = createCodecall(options);
   const shutdown = new Promise<void>((resolve) => {
@@ -187,4 +193,3 @@ async function serveCommand(options: CodecallOptions, http: string | undefined, 
   await codecall.close();
   return EXIT_SUCCESS;
 }
-

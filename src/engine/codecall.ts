@@ -15,7 +15,7 @@ import { createToolRegistry, registerTool, type ToolRegistry } from '../tools/re
 import type { JsonSchema, Tool, ToolModuleDescriptor } from '../tools/types.js';
 import { CodecallError } from './errors.js';
 import { type Limits, resolveLimits } from './limits.js';
-import { materializeModule } from './module-cache.js';
+import { materializeModule, readPythonFiles } from './module-cache.js';
 import type { ExecuteResult } from './result.js';
 import { type RunEnvironment, runScript } from './run-script.js';
 import { defaultStateRoot, prepareStateDirectories, type StateDirectories } from './state-directory.js';
@@ -231,7 +231,11 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
         tools: staticTools.map((tool) => tool.descriptor),
         modules,
       });
-      const moduleDir = await materializeModule((directories as StateDirectories).modules, generated.files);
+      const modulesRoot = (directories as StateDirectories).modules;
+      const [moduleDir, runtimeDir] = await Promise.all([
+        materializeModule(modulesRoot, generated.files, interpreter.executable),
+        readPythonFiles(RUNTIME_DIR).then((files) => materializeModule(modulesRoot, files, interpreter.executable)),
+      ]);
       const registry: ToolRegistry = createToolRegistry([...staticTools, ...dynamicTools]);
       const rootFunctions = generated.functions.filter((fn) => fn.module === moduleName).map((fn) => fn.pythonName);
       return {
@@ -242,7 +246,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
           runner: runner as SandboxRunner,
           tools: registry,
           modulePaths: [moduleDir],
-          runtimeDir: RUNTIME_DIR,
+          runtimeDir,
           runsRoot: (directories as StateDirectories).runs,
           outputRoot: (directories as StateDirectories).outputs,
           environmentExtra: options.env,
@@ -280,7 +284,10 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
         executeOptions.timeoutMs === undefined && executeOptions.limits === undefined
           ? limits
           : resolveLimits(
-              { ...executeOptions.limits, ...(executeOptions.timeoutMs !== undefined ? { timeoutMs: executeOptions.timeoutMs } : {}) },
+              {
+                ...executeOptions.limits,
+                ...(executeOptions.timeoutMs !== undefined ? { timeoutMs: executeOptions.timeoutMs } : {}),
+              },
               limits,
             );
       const { environment } = await prepare();

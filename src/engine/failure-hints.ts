@@ -65,8 +65,14 @@ export function failureHint(result: Omit<ExecuteResult, 'hint'>, context: HintCo
     return `Import the tool first: from ${moduleName} import ${undefinedName[1]}.`;
   }
   if (
-    (error.type === 'AttributeError' && /'(dict|list)' object has no attribute '(split|strip|lower|upper|replace|splitlines|startswith|endswith|find|encode)'/.test(message)) ||
-    (error.type === 'TypeError' && /(string indices must be integers|expected string or bytes-like object, got '(dict|list)'|can only concatenate str \(not "(dict|list)"\))/.test(message))
+    (error.type === 'AttributeError' &&
+      /'(dict|list)' object has no attribute '(split|strip|lower|upper|replace|splitlines|startswith|endswith|find|encode)'/.test(
+        message,
+      )) ||
+    (error.type === 'TypeError' &&
+      /(string indices must be integers|expected string or bytes-like object, got '(dict|list)'|can only concatenate str \(not "(dict|list)"\))/.test(
+        message,
+      ))
   ) {
     return 'Tool results arrive as parsed Python values (dicts and lists), not JSON text: index them (result["key"]) instead of treating them as strings; print(result) shows their shape.';
   }

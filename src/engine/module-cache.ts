@@ -1,27 +1,61 @@
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { dirname, join, relative } from 'node:path';
 
-/** A generated file, relative to the folder that goes on `sys.path`. */
+/** A Python source file, relative to the folder that goes on `sys.path`. */
 export interface ModuleFile {
   readonly path: string;
   readonly content: string;
 }
 
-/**
- * Writes generated module files into `<modulesRoot>/<content hash>/` once and returns that folder. Identical
- * tool sets share one folder; concurrent writers race safely (write to a temporary folder, then rename).
- */
-export async function materializeModule(modulesRoot: string, files: readonly ModuleFile[]): Promise<string> {
-  const hash = createHash('sha256');
-  for (const file of files) hash.update(file.path).update('\0').update(file.content).update('\0');
-  const target = join(modulesRoot, hash.digest('hex').slice(0, 24));
-  if (await stat(target).then(
+/** Time allowed for compiling a module folder to bytecode once. */
+const COMPILE_TIMEOUT_MS = 60_000;
+
+// Compiles every .py below the folder; scripts run with PYTHONDONTWRITEBYTECODE, so without this they would
+// compile the runtime and the generated module again on every start.
+const COMPILE_SCRIPT = 'import compileall, sys; sys.exit(0 if compileall.compile_dir(sys.argv[1], quiet=2) else 1)';
+
+function exists(path: string): Promise<boolean> {
+  return stat(path).then(
     () => true,
     () => false,
-  )) {
-    return target;
+  );
+}
+
+function compile(executable: string, folder: string): Promise<void> {
+  return new Promise((resolve) => {
+    execFile(executable, ['-S', '-c', COMPILE_SCRIPT, folder], { timeout: COMPILE_TIMEOUT_MS }, () => resolve());
+  });
+}
+
+const materialized = new Map<string, Promise<string>>();
+
+/**
+ * Writes Python files into `<modulesRoot>/<hash>/` once, compiled to bytecode with `python`, and returns that folder.
+ * The hash covers the files and the interpreter, so identical inputs share one folder; concurrent writers race
+ * safely (each writes a temporary folder, then renames it into place).
+ */
+export function materializeModule(modulesRoot: string, files: readonly ModuleFile[], python: string): Promise<string> {
+  const hash = createHash('sha256').update(python).update('\0');
+  for (const file of files) hash.update(file.path).update('\0').update(file.content).update('\0');
+  const target = join(modulesRoot, hash.digest('hex').slice(0, 24));
+  let pending = materialized.get(target);
+  if (pending === undefined) {
+    pending = writeModule(target, modulesRoot, files, python);
+    materialized.set(target, pending);
+    pending.catch(() => materialized.delete(target));
   }
+  return pending;
+}
+
+async function writeModule(
+  target: string,
+  modulesRoot: string,
+  files: readonly ModuleFile[],
+  python: string,
+): Promise<string> {
+  if (await exists(target)) return target;
   const temporary = join(modulesRoot, `.tmp-${randomBytes(6).toString('hex')}`);
   try {
     for (const file of files) {
@@ -29,14 +63,27 @@ export async function materializeModule(modulesRoot: string, files: readonly Mod
       await mkdir(dirname(path), { recursive: true, mode: 0o755 });
       await writeFile(path, file.content, { mode: 0o644 });
     }
+    await compile(python, temporary);
     await rename(temporary, target);
   } catch (error) {
     await rm(temporary, { recursive: true, force: true });
-    const exists = await stat(target).then(
-      () => true,
-      () => false,
-    );
-    if (!exists) throw error;
+    if (!(await exists(target))) throw error;
   }
   return target;
+}
+
+/** Reads the `.py` files below a folder (the shipped runtime) as module files. */
+export async function readPythonFiles(folder: string): Promise<ModuleFile[]> {
+  const files: ModuleFile[] = [];
+  const walk = async (directory: string): Promise<void> => {
+    for (const entry of await readdir(directory, { withFileTypes: true })) {
+      const path = join(directory, entry.name);
+      if (entry.isDirectory() && entry.name !== '__pycache__') await walk(path);
+      else if (entry.isFile() && entry.name.endsWith('.py')) {
+        files.push({ path: relative(folder, path), content: await readFile(path, 'utf8') });
+      }
+    }
+  };
+  await walk(folder);
+  return files.sort((a, b) => a.path.localeCompare(b.path));
 }

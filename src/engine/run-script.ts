@@ -4,7 +4,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { ScriptExceptionReport } from '../rpc/protocol.js';
-import { type ToolLookup, ToolCallServer } from '../rpc/tool-call-server.js';
+import { ToolCallServer, type ToolLookup } from '../rpc/tool-call-server.js';
 import { buildScriptEnvironment } from '../sandbox/environment.js';
 import type { PythonInterpreter } from '../sandbox/interpreter.js';
 import type { LimitReason, PreparedLaunch, SandboxRunner } from '../sandbox/runner.js';
@@ -24,8 +24,8 @@ export const KILL_GRACE_MS = 200;
 export const OUTPUT_DRAIN_MS = 250;
 /** File name of the script inside its run directory (what tracebacks show). */
 export const SCRIPT_FILE_NAME = 'script.py';
-/** File name of the boot script inside the runtime directory. */
-export const BOOT_FILE_NAME = 'codecall_boot.py';
+/** How the interpreter starts: import the boot module (its bytecode is cached, a script file's never is). */
+export const BOOT_COMMAND = 'import codecall_boot; codecall_boot.main()';
 
 /** Everything about a codecall instance that a run needs; fixed between runs. */
 export interface RunEnvironment {
@@ -63,7 +63,11 @@ export function createRunId(): string {
  * whole process tree, cleanup. Resolves with the result for every failure of the script; rejects only for host
  * problems (spawn failure) and with an AbortError when `signal` fires.
  */
-export async function runScript(environment: RunEnvironment, code: string, options: RunOptions): Promise<ExecuteResult> {
+export async function runScript(
+  environment: RunEnvironment,
+  code: string,
+  options: RunOptions,
+): Promise<ExecuteResult> {
   const startedAt = performance.now();
   const { limits, signal } = options;
   if (signal?.aborted) throw new CodecallAbortError(signal.reason);
@@ -84,7 +88,7 @@ export async function runScript(environment: RunEnvironment, code: string, optio
     prepared = await environment.runner.prepare({
       runId,
       interpreter: environment.interpreter,
-      pythonArguments: ['-S', join(environment.runtimeDir, BOOT_FILE_NAME), SCRIPT_FILE_NAME],
+      pythonArguments: ['-S', '-c', BOOT_COMMAND, SCRIPT_FILE_NAME],
       workDir: directory.root,
       readOnlyPaths: [...new Set([...environment.modulePaths, environment.runtimeDir])],
       environment: scriptEnvironment,
@@ -150,12 +154,10 @@ async function superviseProcess(
     throw spawnError(plan.command, cause);
   }
   const pid = child.pid;
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null } | { error: Error }>(
-    (resolve) => {
-      child.once('exit', (code, exitSignal) => resolve({ code, signal: exitSignal }));
-      child.once('error', (error) => resolve({ error }));
-    },
-  );
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null } | { error: Error }>((resolve) => {
+    child.once('exit', (code, exitSignal) => resolve({ code, signal: exitSignal }));
+    child.once('error', (error) => resolve({ error }));
+  });
   if (pid === undefined) {
     const failure = await exited;
     throw spawnError(plan.command, 'error' in failure ? failure.error : undefined);

@@ -4,7 +4,6 @@ import { describeThrownValue, serializeToolResult } from '../tools/tool-result.j
 import { LineSplitter } from './line-splitter.js';
 import {
   ChannelErrorCode,
-  type ChannelErrorCodeValue,
   EXCEPTION_NOTIFICATION,
   encodeErrorReply,
   encodeResultReply,
@@ -131,7 +130,11 @@ export class ToolCallServer {
     }
     if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
       this.#reply(
-        encodeErrorReply(id, ChannelErrorCode.invalidArguments, `${method}: arguments must be an object of named values`),
+        encodeErrorReply(
+          id,
+          ChannelErrorCode.invalidArguments,
+          `${method}: arguments must be an object of named values`,
+        ),
       );
       return;
     }

@@ -75,7 +75,14 @@ describe('tool calls', () => {
   it('refuses wrong argument types with a ToolError naming the field, without calling the handler', async () => {
     const execute = vi.fn(async ({ a, b }: { a: number; b: number }) => a + b);
     const codecall = codecallWith({
-      tools: [defineTool({ name: 'add', description: 'Add.', inputSchema: z.object({ a: z.number(), b: z.number() }), execute })],
+      tools: [
+        defineTool({
+          name: 'add',
+          description: 'Add.',
+          inputSchema: z.object({ a: z.number(), b: z.number() }),
+          execute,
+        }),
+      ],
     });
     const result = await codecall.execute(
       'from tools import add, ToolError\ntry:\n    add(1, "two")\nexcept ToolError as error:\n    print("ToolError:", error)',
@@ -111,8 +118,18 @@ describe('tool calls', () => {
     const codecall = codecallWith({
       tools: [
         defineTool({ name: 'big', description: 'BigInt.', inputSchema: { type: 'object' }, execute: () => 10n }),
-        defineTool({ name: 'loop', description: 'Circular.', inputSchema: { type: 'object' }, execute: () => circular }),
-        defineTool({ name: 'nothing', description: 'Undefined.', inputSchema: { type: 'object' }, execute: () => undefined }),
+        defineTool({
+          name: 'loop',
+          description: 'Circular.',
+          inputSchema: { type: 'object' },
+          execute: () => circular,
+        }),
+        defineTool({
+          name: 'nothing',
+          description: 'Undefined.',
+          inputSchema: { type: 'object' },
+          execute: () => undefined,
+        }),
       ],
     });
     const result = await codecall.execute(
@@ -254,11 +271,18 @@ describe('tool calls', () => {
   it('caps a result larger than the frame limit with a clear error', async () => {
     const codecall = codecallWith({
       tools: [
-        defineTool({ name: 'huge', description: 'Too big.', inputSchema: { type: 'object' }, execute: () => 'x'.repeat(2 << 20) }),
+        defineTool({
+          name: 'huge',
+          description: 'Too big.',
+          inputSchema: { type: 'object' },
+          execute: () => 'x'.repeat(2 << 20),
+        }),
       ],
       limits: { maxFrameBytes: 1 << 20 },
     });
-    const result = await codecall.execute('from tools import huge, ToolError\ntry:\n    huge()\nexcept ToolError as error:\n    print(error)');
+    const result = await codecall.execute(
+      'from tools import huge, ToolError\ntry:\n    huge()\nexcept ToolError as error:\n    print(error)',
+    );
     expect(result.stdout).toMatch(/^huge: the result is \d+ bytes, over the channel limit of 1048576 bytes/);
   });
 });
@@ -294,7 +318,9 @@ describe('limits and cleanup', () => {
     expect(result.status).toBe('success');
     expect(result.stdout.startsWith('HEAD\nline 00000\n')).toBe(true);
     expect(result.stdout.endsWith('line 14999\nTAIL\n')).toBe(true);
-    expect(result.stdout).toMatch(/\[… \d+ bytes omitted: kept the first \d+ and the last \d+ of \d+ bytes; the complete output is in .+ …\]/);
+    expect(result.stdout).toMatch(
+      /\[… \d+ bytes omitted: kept the first \d+ and the last \d+ of \d+ bytes; the complete output is in .+ …\]/,
+    );
     const truncation = result.stdoutTruncated;
     expect(truncation).toBeDefined();
     expect(truncation?.totalBytes).toBe(5 + 15000 * 11 + 5);
@@ -320,7 +346,8 @@ describe('limits and cleanup', () => {
       expect(environment.PYTHONDONTWRITEBYTECODE).toBe('1');
       expect(environment.PYTHONUNBUFFERED).toBe('1');
       expect(environment.TZ).toBe('UTC');
-      const allowed = /^(PATH|HOME|TMPDIR|LANG|LC_ALL|TZ|MALLOC_ARENA_MAX|MPLBACKEND|PYTHON[A-Z0-9]+|CODECALL_[A-Z_]+)$/;
+      const allowed =
+        /^(PATH|HOME|TMPDIR|LANG|LC_ALL|TZ|MALLOC_ARENA_MAX|MPLBACKEND|PYTHON[A-Z0-9]+|CODECALL_[A-Z_]+)$/;
       expect(Object.keys(environment).filter((name) => !allowed.test(name))).toEqual([]);
     } finally {
       delete process.env.OPENAI_API_KEY;
@@ -469,7 +496,9 @@ describe('output the model sees', () => {
   });
 
   it('removes terminal escape sequences (O2)', async () => {
-    const result = await codecall.execute("print('\\x1b[2J\\x1b]0;pwned\\x07\\x1b]52;c;ZXZpbA==\\x07clean \\x1b[31mred\\x1b[0m')");
+    const result = await codecall.execute(
+      "print('\\x1b[2J\\x1b]0;pwned\\x07\\x1b]52;c;ZXZpbA==\\x07clean \\x1b[31mred\\x1b[0m')",
+    );
     expect(result.stdout).toBe('clean red\n');
   });
 
@@ -508,12 +537,19 @@ describe('failure hints', () => {
 
   it('says only the standard library is available when a module is missing', async () => {
     const result = await codecall.execute('import pandas_is_not_installed_here');
-    expect(result.hint).toMatch(/^Module "pandas_is_not_installed_here" is not installed: only the Python standard library/);
+    expect(result.hint).toMatch(
+      /^Module "pandas_is_not_installed_here" is not installed: only the Python standard library/,
+    );
   });
 
   it('explains that results are parsed values when a dict is used as a string', async () => {
     const tools = [
-      defineTool({ name: 'info', description: 'Info.', inputSchema: { type: 'object' }, execute: () => ({ name: 'x' }) }),
+      defineTool({
+        name: 'info',
+        description: 'Info.',
+        inputSchema: { type: 'object' },
+        execute: () => ({ name: 'x' }),
+      }),
     ];
     const result = await codecallWith({ tools }).execute('from tools import info\nprint(info().split(","))');
     expect(result.hint).toContain('parsed Python values');
@@ -528,7 +564,9 @@ describe('failure hints', () => {
 describe('configuration errors are thrown', () => {
   it('rejects unknown options and bad limits', () => {
     expect(() => codecallWith({ colour: 'blue' } as never)).toThrow(CodecallError);
-    expect(() => codecallWith({ limits: { timeoutMs: -1 } })).toThrow(/limits.timeoutMs must be an integer >= 1, got -1/);
+    expect(() => codecallWith({ limits: { timeoutMs: -1 } })).toThrow(
+      /limits.timeoutMs must be an integer >= 1, got -1/,
+    );
     expect(() => codecallWith({ limits: { speed: 3 } as never })).toThrow(/unknown limit "speed"/);
     expect(() => codecallWith({ sandbox: 'docker' as never })).toThrow(/sandbox must be one of/);
   });

@@ -17,7 +17,12 @@ describe('the host survives a hostile channel (P items)', () => {
       defineTool({
         name: 'read_file',
         description: 'Echo a path.',
-        inputSchema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'], additionalProperties: false },
+        inputSchema: {
+          type: 'object',
+          properties: { path: { type: 'string' } },
+          required: ['path'],
+          additionalProperties: false,
+        },
         execute: echo,
       }),
     ],
@@ -48,8 +53,10 @@ describe('the host survives a hostile channel (P items)', () => {
   });
 
   it('answers an unknown tool with -32601 (P4)', async () => {
-    const result = await codecall.execute(script('print(call({"id": 1, "method": "rm_rf_host", "params": {}})["error"])'));
-    expect(result.stdout).toBe('{\'code\': -32601, \'message\': \'unknown tool "rm_rf_host"\'}\n');
+    const result = await codecall.execute(
+      script('print(call({"id": 1, "method": "rm_rf_host", "params": {}})["error"])'),
+    );
+    expect(result.stdout).toBe("{'code': -32601, 'message': 'unknown tool \"rm_rf_host\"'}\n");
   });
 
   it('answers invalid arguments with -32602 without calling the handler (P5)', async () => {
@@ -128,7 +135,9 @@ describe('the host survives a hostile channel (P items)', () => {
 
   it('stops a flood far past the tool call limit with reason tool_calls (P6)', async () => {
     const limited = codecallWith({
-      tools: [defineTool({ name: 'noop', description: 'Nothing.', inputSchema: { type: 'object' }, execute: () => null })],
+      tools: [
+        defineTool({ name: 'noop', description: 'Nothing.', inputSchema: { type: 'object' }, execute: () => null }),
+      ],
       limits: { maxToolCalls: 10 },
     });
     const result = await limited.execute(

@@ -1,0 +1,39 @@
+export { EXECUTE_CODE_TOOL_NAME, executeCodeInputSchema } from './codegen/execute-code-description.js';
+export type { GeneratedFunction, GeneratedPythonModule } from './codegen/python-module.js';
+export { generatePythonModule } from './codegen/python-module.js';
+export type {
+  Codecall,
+  CodecallOptions,
+  ExecuteCodeToolDefinition,
+  ExecuteOptions,
+  McpServerConfig,
+} from './engine/codecall.js';
+export { createCodecall, DEFAULT_MODULE_NAME, DEFAULT_PYTHON } from './engine/codecall.js';
+export type { CodecallErrorCode } from './engine/errors.js';
+export { CodecallAbortError, CodecallError } from './engine/errors.js';
+export { formatResultForModel } from './engine/format-result.js';
+export type { Limits } from './engine/limits.js';
+export {
+  DEFAULT_LIMITS,
+  DEFAULT_MAX_CONCURRENT_TOOL_CALLS,
+  DEFAULT_MAX_FILE_BYTES,
+  DEFAULT_MAX_FRAME_BYTES,
+  DEFAULT_MAX_OPEN_FILES,
+  DEFAULT_MAX_OUTPUT_BYTES,
+  DEFAULT_MAX_PROCESSES,
+  DEFAULT_MAX_STDERR_BYTES,
+  DEFAULT_MAX_STDOUT_BYTES,
+  DEFAULT_MAX_TOOL_CALLS,
+  DEFAULT_MEMORY_BYTES,
+  DEFAULT_TIMEOUT_MS,
+  DEFAULT_TOOL_CALL_TIMEOUT_MS,
+  resolveLimits,
+} from './engine/limits.js';
+export type { Artifact, ExecuteResult, ExecuteStatus, ScriptError, StdoutTruncation } from './engine/result.js';
+export { describeExecuteCode, executeCodeToolDefinition } from './engine/tool-definition.js';
+export type { PythonInterpreter } from './sandbox/interpreter.js';
+export { resolvePythonInterpreter } from './sandbox/interpreter.js';
+export type { IsolationLevel, LimitReason, SandboxMode } from './sandbox/runner.js';
+export { createFileTools } from './tools/builtin-files.js';
+export { defineTool } from './tools/define-tool.js';
+export type { JsonSchema, StandardSchema, Tool, ToolContext, ToolDescriptor } from './tools/types.js';

@@ -1,0 +1,166 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const bin = join(root, 'dist/cli/main.js');
+const demo = join(root, 'examples/batch-summary');
+const stateDir = mkdtempSync(join(tmpdir(), 'codecall-cli-test-'));
+
+interface Completed {
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function codecall(args: readonly string[], options: { input?: string; cwd?: string } = {}): Promise<Completed> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], {
+      cwd: options.cwd ?? root,
+      env: { ...process.env, TMPDIR: stateDir },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+    child.stdin.end(options.input ?? '');
+  });
+}
+
+/** The demo's table computed here, independently of the script, from the same files. */
+function expectedDemoTable(): string {
+  const columns = ['reports', 'done', 'in progress', 'blocked', 'hours', 'words'] as const;
+  const totals = new Map<string, Record<(typeof columns)[number], number>>();
+  const names = readdirSync(join(demo, 'data')).filter((name) => name.endsWith('.txt'));
+  for (const name of names) {
+    const [header = '', body = ''] = readFileSync(join(demo, 'data', name), 'utf8').split('\n\n');
+    const fields = Object.fromEntries(header.split('\n').map((line) => line.split(': ')));
+    const row = totals.get(fields.team) ?? { reports: 0, done: 0, 'in progress': 0, blocked: 0, hours: 0, words: 0 };
+    row.reports += 1;
+    row[fields.status as 'done' | 'in progress' | 'blocked'] += 1;
+    row.hours += Number(fields.hours);
+    row.words += body.split(/\s+/).filter(Boolean).length;
+    totals.set(fields.team, row);
+  }
+  const line = (label: string, values: number[]) =>
+    label.padEnd(10) + values.map((value) => String(value).padStart(13)).join('');
+  const lines = [`${'team'.padEnd(10)}${columns.map((column) => column.padStart(13)).join('')}`];
+  for (const team of [...totals.keys()].sort()) {
+    const row = totals.get(team)!;
+    lines.push(
+      line(
+        team,
+        columns.map((column) => row[column]),
+      ),
+    );
+  }
+  lines.push(
+    line(
+      'total',
+      columns.map((column) => [...totals.values()].reduce((sum, row) => sum + row[column], 0)),
+    ),
+  );
+  return `${lines.join('\n')}\n\n${names.length} reports read with ${names.length + 1} tool calls\n`;
+}
+
+describe('codecall run', () => {
+  it('runs the batch demo and prints the right table', async () => {
+    const result = await codecall(['run', join(demo, 'summarise.py'), '--workspace', demo]);
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect(result.stdout).toBe(expectedDemoTable());
+  });
+
+  it('prints the result object with --json, counting every tool call', async () => {
+    const result = await codecall(['run', join(demo, 'summarise.py'), '--workspace', demo, '--json']);
+    expect(result.status).toBe(0);
+    const parsed = JSON.parse(result.stdout);
+    const files = readdirSync(join(demo, 'data')).length;
+    expect(parsed).toMatchObject({ status: 'success', toolCalls: files + 1, exitCode: 0 });
+    expect(parsed.stdout).toBe(expectedDemoTable());
+  });
+
+  it('reads the script from standard input with -', async () => {
+    const result = await codecall(['run', '-'], { input: 'print(6 * 7)' });
+    expect(result).toMatchObject({ status: 0, stdout: '42\n' });
+  });
+
+  it('exits 1 and shows the error when the script fails', async () => {
+    const result = await codecall(['run', '-'], { input: 'print("before")\nraise ValueError("bad input")' });
+    expect(result.status).toBe(1);
+    expect(result.stdout).toContain('before\n\n[status: error]');
+    expect(result.stdout).toContain('ValueError: bad input');
+  });
+
+  it('applies --timeout in seconds', async () => {
+    const result = await codecall(['run', '-', '--timeout', '1', '--json'], { input: 'import time\ntime.sleep(60)' });
+    expect(result.status).toBe(1);
+    expect(JSON.parse(result.stdout)).toMatchObject({ status: 'timeout', reason: 'timeout' });
+  });
+
+  it('reads codecall.json from the current directory', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'codecall-config-'));
+    writeFileSync(
+      join(folder, 'codecall.json'),
+      JSON.stringify({ moduleName: 'hermes_tools', limits: { timeoutMs: 5000 } }),
+    );
+    writeFileSync(join(folder, 'note.txt'), 'from the workspace');
+    const result = await codecall(['run', '-'], {
+      cwd: folder,
+      input: 'from hermes_tools import read_file\nprint(read_file("note.txt")["content"])',
+    });
+    expect(result).toMatchObject({ status: 0, stdout: 'from the workspace\n' });
+  });
+});
+
+describe('bad configuration exits 2 with one clear line', () => {
+  it.each([
+    [['run', '-', '--config', 'missing.json'], /^codecall: cannot read configuration file .*missing\.json/],
+    [['run', '-', '--timeout', 'soon'], /^codecall: --timeout takes seconds/],
+    [['run', '-', '--python', 'no-such-python-3'], /^codecall: cannot run the Python interpreter "no-such-python-3"/],
+    [['run', '-', '--sandbox', 'docker'], /^codecall: sandbox must be one of auto, bubblewrap, none/],
+    [['frobnicate'], /^codecall: unknown command "frobnicate"/],
+    [['run', '-', '--colour'], /^codecall: Unknown option '--colour'/],
+  ])('%j', async (args, message) => {
+    const result = await codecall(args, { input: 'print(1)' });
+    expect(result.status).toBe(2);
+    expect(result.stderr.split('\n')[0]).toMatch(message);
+  });
+
+  it('names an unknown key of the configuration file', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'codecall-config-'));
+    writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ workspace: '.', colour: 'blue' }));
+    const result = await codecall(['run', '-'], { cwd: folder, input: 'print(1)' });
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/^codecall: .*codecall\.json: unknown key "colour"; known keys: /);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+  });
+});
+
+describe('codecall stubs and doctor', () => {
+  it('prints the generated module', async () => {
+    const result = await codecall(['stubs']);
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain('# ===== tools/__init__.py =====');
+    expect(result.stdout).toMatch(/def read_file\(path: str/);
+    expect(result.stdout).toContain('# ===== tools/aio.py =====');
+  });
+
+  it('shows the interpreter, the isolation and the limits', async () => {
+    const result = await codecall(['doctor']);
+    expect(result.status).toBe(0);
+    expect(result.stdout).toMatch(/^python\s+\/.*python3.* \(Python 3\.\d+\.\d+, from "python3"\)$/m);
+    expect(result.stdout).toMatch(/^isolation\s+(bubblewrap|none) \(sandbox: auto\)$/m);
+    expect(result.stdout).toMatch(/^limits\s+timeout 300 s, 1000 tool calls/m);
+  });
+});
