@@ -26,7 +26,11 @@ class ToolError(Exception):
 
 
 class _Channel:
-    """One NDJSON channel over an inherited socket descriptor, shared by all threads of the script."""
+    """One NDJSON channel over an inherited socket descriptor, shared by all threads of the script.
+
+    Whichever thread is waiting reads the socket ("leader") and hands other threads their replies, so a lone
+    sequential caller never switches threads; asynchronous callers get a reader thread while they wait.
+    """
 
     def __init__(self, descriptor, max_frame_bytes):
         import json
@@ -43,14 +47,21 @@ class _Channel:
         self._pending = {}
         self._next_id = 0
         self._reading = False
+        self._waiting = 0
+        self._async_waiting = 0
         self._partial = []
         self._partial_size = 0
         self._broken = None
-        self._owner_pid = os.getpid()
+        self._forked = False
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._mark_forked)
         try:
             os.set_blocking(descriptor, True)
         except OSError as error:
             self._broken = "the tool channel is not available (%s)" % error
+
+    def _mark_forked(self):
+        self._forked = True
 
     def _encode(self, message):
         try:
@@ -60,14 +71,15 @@ class _Channel:
                             tool=message.get("method"), code=-32602) from None
 
     def _send(self, frame):
-        view = memoryview(frame)
         with self._write_lock:
-            while view:
-                written = os.write(self._descriptor, view)
-                view = view[written:]
+            written = os.write(self._descriptor, frame)
+            if written < len(frame):
+                view = memoryview(frame)[written:]
+                while view:
+                    view = view[os.write(self._descriptor, view):]
 
     def _register(self, method, params, slot):
-        if os.getpid() != self._owner_pid:
+        if self._forked:
             raise ToolError("%s: tools cannot be called from a forked child process; call them from the script's "
                             "own process (threads and asyncio work)" % method, tool=method)
         with self._lock:
@@ -77,31 +89,35 @@ class _Channel:
             request_id = self._next_id
             self._pending[request_id] = slot
         frame = self._encode({"id": request_id, "method": method, "params": params})
-        if len(frame) > self._max_frame_bytes:
-            with self._lock:
-                self._pending.pop(request_id, None)
-            raise ToolError("%s: arguments are %d bytes, over the channel's frame limit of %d bytes; send less per call"
-                            % (method, len(frame), self._max_frame_bytes), tool=method, code=-32003)
         try:
-            self._send(frame)
-        except OSError as error:
+            if len(frame) > self._max_frame_bytes:
+                raise ToolError("%s: arguments are %d bytes, over the channel's frame limit of %d bytes; send less "
+                                "per call" % (method, len(frame), self._max_frame_bytes), tool=method, code=-32003)
+            try:
+                self._send(frame)
+            except OSError as error:
+                raise ToolError("%s: the tool channel is closed (%s)" % (method, error), tool=method,
+                                code=-32004) from None
+        except ToolError:
             with self._lock:
                 self._pending.pop(request_id, None)
-            raise ToolError("%s: the tool channel is closed (%s)" % (method, error), tool=method, code=-32004) from None
-        return request_id
+            raise
 
     def call(self, method, params):
-        slot = [False, None, None]
+        slot = [False, None]
         self._register(method, params, slot)
-        with self._lock:
-            while not slot[0]:
-                if not self._reading:
-                    self._reading = True
-                    break
-                self._replied.wait()
-            else:
-                return _settle(method, slot)
-        # This thread reads replies until its own has come, handing other threads theirs on the way.
+        lock = self._lock
+        with lock:
+            if self._reading:
+                self._waiting += 1
+                try:
+                    while not slot[0] and self._reading:
+                        self._replied.wait()
+                finally:
+                    self._waiting -= 1
+                if slot[0]:
+                    return _settle(method, slot)
+            self._reading = True
         try:
             while not slot[0]:
                 self._read_and_dispatch()
@@ -114,13 +130,22 @@ class _Channel:
 
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._register(method, params, (loop, future))
         with self._lock:
-            if not self._reading:
-                self._reading = True
-                self._threading.Thread(target=self._reader_loop, name="codecall-channel", daemon=True).start()
-        slot = await future
+            self._async_waiting += 1
+        try:
+            self._register(method, params, (loop, future))
+            with self._lock:
+                if not self._reading:
+                    self._reading = True
+                    self._start_reader_thread()
+            slot = await future
+        finally:
+            with self._lock:
+                self._async_waiting -= 1
         return _settle(method, slot)
+
+    def _start_reader_thread(self):
+        self._threading.Thread(target=self._reader_loop, name="codecall-channel", daemon=True).start()
 
     def _reader_loop(self):
         try:
@@ -135,30 +160,31 @@ class _Channel:
     def _release_reader(self):
         with self._lock:
             self._reading = False
-            # Asynchronous callers have no thread of their own waiting: keep a reader alive for them.
-            if any(type(slot) is tuple for slot in self._pending.values()):
+            if self._waiting:
+                # A waiting thread takes over reading for its own reply.
+                self._replied.notify_all()
+            elif self._async_waiting and self._pending:
+                # Asynchronous callers have no thread of their own waiting: keep a reader alive for them.
                 self._reading = True
-                self._threading.Thread(target=self._reader_loop, name="codecall-channel", daemon=True).start()
-            self._replied.notify_all()
+                self._start_reader_thread()
 
     def _read_and_dispatch(self):
         try:
             chunk = os.read(self._descriptor, 1 << 16)
         except OSError as error:
-            chunk = b""
-            reason = "the tool channel failed (%s)" % error
-        else:
-            reason = "the tool channel was closed by the host (the run has ended)"
+            self._fail_all("the tool channel failed (%s)" % error)
+            return
         if not chunk:
-            self._fail_all(reason)
+            self._fail_all("the tool channel was closed by the host (the run has ended)")
             return
-        if b"\n" not in chunk:
-            # Partial frame: keep the pieces and join once, so a large reply is not copied over and over.
-            self._partial.append(chunk)
-            self._partial_size += len(chunk)
-            if self._partial_size > self._max_frame_bytes:
-                self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
-            return
+        if chunk[-1] != 10:
+            if b"\n" not in chunk:
+                # Partial frame: keep the pieces and join once, so a large reply is not copied over and over.
+                self._partial.append(chunk)
+                self._partial_size += len(chunk)
+                if self._partial_size > self._max_frame_bytes:
+                    self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
+                return
         if self._partial:
             self._partial.append(chunk)
             chunk = b"".join(self._partial)
@@ -169,16 +195,18 @@ class _Channel:
         if tail:
             self._partial.append(tail)
             self._partial_size = len(tail)
+        loads = self._loads
         replies = []
         for line in lines:
             if line:
                 try:
-                    replies.append(self._loads(line))
+                    replies.append(loads(line))
                 except ValueError:
                     continue
         with self._lock:
+            pending = self._pending
             for reply in replies:
-                slot = self._pending.pop(reply.get("id"), None) if type(reply) is dict else None
+                slot = pending.pop(reply.get("id"), None) if type(reply) is dict else None
                 if slot is None:
                     continue
                 if type(slot) is list:
@@ -187,10 +215,11 @@ class _Channel:
                 else:
                     loop, future = slot
                     try:
-                        loop.call_soon_threadsafe(_resolve_future, future, [True, reply, None])
+                        loop.call_soon_threadsafe(_resolve_future, future, [True, reply])
                     except RuntimeError:
                         pass
-            self._replied.notify_all()
+            if self._waiting:
+                self._replied.notify_all()
 
     def _fail_all(self, reason):
         with self._lock:
@@ -205,7 +234,7 @@ class _Channel:
                 else:
                     loop, future = slot
                     try:
-                        loop.call_soon_threadsafe(_resolve_future, future, [True, failure, None])
+                        loop.call_soon_threadsafe(_resolve_future, future, [True, failure])
                     except RuntimeError:
                         pass
             self._replied.notify_all()

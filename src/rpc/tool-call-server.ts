@@ -1,6 +1,7 @@
 import type { Duplex } from 'node:stream';
-import type { RegisteredTool } from '../tools/registered-tool.js';
+import type { ArgumentCheck, RegisteredTool } from '../tools/registered-tool.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
+import type { ToolContext } from '../tools/types.js';
 import { LineSplitter } from './line-splitter.js';
 import {
   ChannelErrorCode,
@@ -39,10 +40,39 @@ export interface ToolCallServerOptions {
   onAbuse?(reason: 'tool_calls', message: string): void;
 }
 
-interface QueuedCall {
+/** A call from the moment it is accepted until its reply is written. */
+interface ActiveCall {
   readonly id: number;
   readonly tool: RegisteredTool;
   readonly params: unknown;
+  /** Created only when the handler reads `context.signal`: most calls never need one. */
+  controller: AbortController | undefined;
+  timer: NodeJS.Timeout | undefined;
+  done: boolean;
+}
+
+const RUN_ENDED = 'the run has ended';
+const CALL_TIMED_OUT = 'tool call timed out';
+
+/** The context handed to a handler; its signal is made on first use. */
+class CallContext implements ToolContext {
+  readonly #call: ActiveCall;
+  readonly runId: string;
+  readonly toolName: string;
+  readonly artifactsDir: string;
+
+  constructor(call: ActiveCall, runId: string, artifactsDir: string) {
+    this.#call = call;
+    this.runId = runId;
+    this.toolName = call.tool.descriptor.name;
+    this.artifactsDir = artifactsDir;
+  }
+
+  get signal(): AbortSignal {
+    if (this.#call.done) return AbortSignal.abort(new Error(RUN_ENDED));
+    this.#call.controller ??= new AbortController();
+    return this.#call.controller.signal;
+  }
 }
 
 /**
@@ -52,9 +82,19 @@ interface QueuedCall {
 export class ToolCallServer {
   readonly #options: ToolCallServerOptions;
   readonly #splitter: LineSplitter;
-  readonly #inFlight = new Map<number, AbortController>();
-  readonly #queue: QueuedCall[] = [];
-  readonly #runController = new AbortController();
+  readonly #inFlight = new Map<number, ActiveCall>();
+  readonly #queue: ActiveCall[] = [];
+  readonly #onTimeout = (call: ActiveCall): void => {
+    call.controller?.abort(new Error(CALL_TIMED_OUT));
+    this.#finish(
+      call,
+      encodeErrorReply(
+        call.id,
+        ChannelErrorCode.toolCallTimeout,
+        `${call.tool.descriptor.name}: the tool call timed out after ${this.#options.toolCallTimeoutMs} ms`,
+      ),
+    );
+  };
   #accepted = 0;
   #refused = 0;
   #ended = false;
@@ -94,8 +134,11 @@ export class ToolCallServer {
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.#runController.abort(new Error('the run has ended'));
-    for (const controller of this.#inFlight.values()) controller.abort(new Error('the run has ended'));
+    for (const call of this.#inFlight.values()) {
+      call.done = true;
+      clearTimeout(call.timer);
+      call.controller?.abort(new Error(RUN_ENDED));
+    }
     this.#inFlight.clear();
     this.#queue.length = 0;
     this.#options.socket.destroy();
@@ -162,13 +205,11 @@ export class ToolCallServer {
       this.#reply(encodeErrorReply(id, ChannelErrorCode.unknownTool, `unknown tool "${method}"`));
       return;
     }
-    const call: QueuedCall = { id, tool, params: params ?? {} };
-    if (this.#inFlight.size - this.#queue.length >= this.#options.maxConcurrentToolCalls) {
-      this.#inFlight.set(id, new AbortController());
-      this.#queue.push(call);
-      return;
-    }
-    this.#start(call);
+    const call: ActiveCall = { id, tool, params: params ?? {}, controller: undefined, timer: undefined, done: false };
+    const running = this.#inFlight.size - this.#queue.length;
+    this.#inFlight.set(id, call);
+    if (running >= this.#options.maxConcurrentToolCalls) this.#queue.push(call);
+    else this.#start(call);
   }
 
   #onNotification(method: string, params: unknown): void {
@@ -182,56 +223,53 @@ export class ToolCallServer {
     }
   }
 
-  #start(call: QueuedCall): void {
-    const controller = this.#inFlight.get(call.id) ?? new AbortController();
-    this.#inFlight.set(call.id, controller);
-    const timer = setTimeout(() => {
-      controller.abort(new Error('tool call timed out'));
-      this.#finish(
-        call.id,
-        encodeErrorReply(
-          call.id,
-          ChannelErrorCode.toolCallTimeout,
-          `${call.tool.descriptor.name}: the tool call timed out after ${this.#options.toolCallTimeoutMs} ms`,
-        ),
+  #start(call: ActiveCall): void {
+    call.timer = setTimeout(this.#onTimeout, this.#options.toolCallTimeoutMs, call);
+    let checked: ArgumentCheck | Promise<ArgumentCheck>;
+    try {
+      checked = call.tool.checkArguments(call.params);
+    } catch (error) {
+      this.#refuseArguments(call, `${call.tool.descriptor.name}: ${describeThrownValue(error)}`);
+      return;
+    }
+    // Synchronous checks (JSON Schema) skip a promise hop: this is the hot path of every call.
+    if (checked instanceof Promise) {
+      checked.then(
+        (outcome) => this.#invoke(call, outcome),
+        (error: unknown) => this.#refuseArguments(call, `${call.tool.descriptor.name}: ${describeThrownValue(error)}`),
       );
-    }, this.#options.toolCallTimeoutMs);
-    this.#dispatch(call, controller.signal).then(
-      (frame) => {
-        clearTimeout(timer);
-        this.#finish(call.id, frame);
-      },
-      // #dispatch never rejects; this only keeps a bug from becoming an unhandled rejection.
-      (error: unknown) => {
-        clearTimeout(timer);
-        this.#finish(
-          call.id,
-          encodeErrorReply(call.id, ChannelErrorCode.toolFailed, `${call.tool.descriptor.name}: ${String(error)}`),
-        );
-      },
+    } else {
+      this.#invoke(call, checked);
+    }
+  }
+
+  #refuseArguments(call: ActiveCall, message: string): void {
+    this.#finish(call, encodeErrorReply(call.id, ChannelErrorCode.invalidArguments, message));
+  }
+
+  #invoke(call: ActiveCall, checked: ArgumentCheck): void {
+    if (call.done) return;
+    if (!checked.ok) {
+      this.#refuseArguments(call, checked.message);
+      return;
+    }
+    let pending: Promise<unknown>;
+    try {
+      pending = call.tool.invoke(checked.value, new CallContext(call, this.#options.runId, this.#options.artifactsDir));
+    } catch (error) {
+      this.#finish(call, encodeErrorReply(call.id, ChannelErrorCode.toolFailed, describeThrownValue(error)));
+      return;
+    }
+    pending.then(
+      (value) => this.#finish(call, this.#encodeResult(call, value)),
+      (error: unknown) =>
+        this.#finish(call, encodeErrorReply(call.id, ChannelErrorCode.toolFailed, describeThrownValue(error))),
     );
   }
 
-  async #dispatch(call: QueuedCall, signal: AbortSignal): Promise<string> {
+  #encodeResult(call: ActiveCall, value: unknown): string {
+    if (call.done) return '';
     const name = call.tool.descriptor.name;
-    let checked: Awaited<ReturnType<RegisteredTool['checkArguments']>>;
-    try {
-      checked = await call.tool.checkArguments(call.params);
-    } catch (error) {
-      return encodeErrorReply(call.id, ChannelErrorCode.invalidArguments, `${name}: ${describeThrownValue(error)}`);
-    }
-    if (!checked.ok) return encodeErrorReply(call.id, ChannelErrorCode.invalidArguments, checked.message);
-    let value: unknown;
-    try {
-      value = await call.tool.invoke(checked.value, {
-        signal,
-        runId: this.#options.runId,
-        toolName: name,
-        artifactsDir: this.#options.artifactsDir,
-      });
-    } catch (error) {
-      return encodeErrorReply(call.id, ChannelErrorCode.toolFailed, describeThrownValue(error));
-    }
     let json: string;
     try {
       json = serializeToolResult(name, value);
@@ -248,8 +286,12 @@ export class ToolCallServer {
     return encodeResultReply(call.id, json);
   }
 
-  #finish(id: number, frame: string): void {
-    if (this.#ended || !this.#inFlight.delete(id)) return;
+  #finish(call: ActiveCall, frame: string): void {
+    if (call.done) return;
+    call.done = true;
+    clearTimeout(call.timer);
+    if (this.#ended) return;
+    this.#inFlight.delete(call.id);
     this.#reply(frame);
     const next = this.#queue.shift();
     if (next !== undefined) this.#start(next);
