@@ -35,5 +35,8 @@ export type { PythonInterpreter } from './sandbox/interpreter.js';
 export { resolvePythonInterpreter } from './sandbox/interpreter.js';
 export type { IsolationLevel, LimitReason, SandboxMode } from './sandbox/runner.js';
 export { createFileTools } from './tools/builtin-files.js';
+export { BUILTIN_TOOL_SETS } from './tools/builtin-tool-sets.js';
+export type { InferToolArguments, ToolDefinition } from './tools/define-tool.js';
 export { defineTool } from './tools/define-tool.js';
+export { ToolResultError } from './tools/tool-result.js';
 export type { JsonSchema, StandardSchema, Tool, ToolContext, ToolDescriptor } from './tools/types.js';

@@ -1,7 +1,9 @@
 import type { ToolContext, ToolDescriptor } from './types.js';
 
 /** Outcome of checking a call's arguments before the handler runs. */
-export type ArgumentCheck = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly message: string };
+export type ArgumentCheck =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly message: string };
 
 /**
  * A tool as the engine dispatches it: a unique wire name, its JSON Schema descriptor, a validator and an invoker.

@@ -1,0 +1,656 @@
+import { constants as fsConstants } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { lstat, open, readdir } from 'node:fs/promises';
+import * as path from 'node:path';
+import { defineTool } from './define-tool.js';
+import type { LineSearch } from './line-search.js';
+import { startLineSearch } from './line-search.js';
+import type { NamePattern } from './name-pattern.js';
+import { compileNamePattern, NamePatternError } from './name-pattern.js';
+import type { JsonSchema, Tool } from './types.js';
+import type { Workspace } from './workspace-paths.js';
+import {
+  FileToolError,
+  fileSystemError,
+  openWorkspace,
+  resolveExistingPath,
+  resolveWritablePath,
+} from './workspace-paths.js';
+
+/** Most bytes of text `read_file` returns in one call; the result says where to continue when it is reached. */
+export const MAX_READ_BYTES = 1024 * 1024;
+/** Most entries `list_files` returns. */
+export const MAX_LIST_ENTRIES = 1_000;
+/** Most matching lines `search_files` returns. */
+export const MAX_SEARCH_MATCHES = 200;
+/** Most files `search_files` reads in one call. */
+export const MAX_SEARCH_FILES = 5_000;
+/** Files larger than this are skipped by `search_files`. */
+export const MAX_SEARCH_FILE_BYTES = 10 * 1024 * 1024;
+/** Longest line text in a search match; longer lines are cut and end with `…`. */
+export const MAX_MATCH_TEXT_CHARS = 300;
+/** Time one `search_files` call may take; it returns what it found so far when this runs out. */
+export const SEARCH_TIMEOUT_MS = 15_000;
+/** A NUL byte among a file's first this-many bytes marks it as binary (skipped by `search_files`). */
+export const BINARY_SNIFF_BYTES = 8_000;
+/** Directories `search_files` does not descend into (unless asked to search inside one directly). */
+export const SKIPPED_DIRECTORY_NAMES: ReadonlySet<string> = new Set(['.git', 'node_modules']);
+
+/** Size of the reads `read_file` streams a file with. */
+const READ_CHUNK_BYTES = 64 * 1024;
+const MEBIBYTE = 1024 * 1024;
+
+/** Options of {@link createFileTools}. */
+export interface FileToolsOptions {
+  /** Directory the tools are confined to; must exist. Relative paths resolve against the current directory. */
+  readonly workspace: string;
+}
+
+/**
+ * The built-in tool set `files`: `read_file`, `write_file`, `list_files` and `search_files`, confined to the
+ * workspace. Every path is resolved with realpath and refused when it leads outside (absolute paths, `..`, symbolic
+ * links of the file or any parent directory).
+ *
+ * @throws CodecallError('INVALID_CONFIG') when the workspace is not an existing directory.
+ */
+export function createFileTools(options: FileToolsOptions): Tool[] {
+  const workspace = openWorkspace(options.workspace);
+  return [
+    defineTool({
+      name: 'read_file',
+      description:
+        'Read a text file of the workspace (UTF-8; invalid bytes become U+FFFD). `offset` is the first line to ' +
+        `return (1-based, default 1) and \`limit\` the most lines to return (default: all). At most ${formatBytes(MAX_READ_BYTES)} ` +
+        'of text comes back per call: when that cap cuts the requested lines, `truncated` is true and `nextOffset` is ' +
+        'the line to pass as `offset` to continue. `totalLines` counts the whole file.',
+      inputSchema: READ_FILE_INPUT,
+      outputSchema: READ_FILE_OUTPUT,
+      execute: (args, context) => readFileTool(workspace, args, context.signal),
+    }),
+    defineTool({
+      name: 'write_file',
+      description:
+        'Write text (UTF-8) to a file of the workspace, replacing it if it exists and creating missing parent ' +
+        'directories. Returns the number of bytes written.',
+      inputSchema: WRITE_FILE_INPUT,
+      outputSchema: WRITE_FILE_OUTPUT,
+      execute: (args) => writeFileTool(workspace, args),
+    }),
+    defineTool({
+      name: 'list_files',
+      description:
+        'List a directory of the workspace (not recursive), sorted by name. `pattern` filters names with a glob ' +
+        "such as '*.txt' or '*.{ts,js}'. Each entry has a name, a type (file, directory, symlink or other) and, for " +
+        `files, a size in bytes. At most ${MAX_LIST_ENTRIES} entries come back; \`truncated\` says when there were more.`,
+      inputSchema: LIST_FILES_INPUT,
+      outputSchema: LIST_FILES_OUTPUT,
+      execute: (args) => listFilesTool(workspace, args),
+    }),
+    defineTool({
+      name: 'search_files',
+      description:
+        'Search the text files under a path of the workspace (recursively; a file path searches that file) for lines ' +
+        'matching a regular expression (JavaScript syntax; a leading (?i) makes it case-insensitive). Binary files, ' +
+        `files over ${formatBytes(MAX_SEARCH_FILE_BYTES)}, symbolic links and ${[...SKIPPED_DIRECTORY_NAMES].join('/')} ` +
+        `directories are skipped. Returns at most ${MAX_SEARCH_MATCHES} matches ({path, line, text}) from at most ` +
+        `${MAX_SEARCH_FILES} files within ${SEARCH_TIMEOUT_MS / 1000} s; \`truncated\` says when it stopped early.`,
+      inputSchema: SEARCH_FILES_INPUT,
+      outputSchema: SEARCH_FILES_OUTPUT,
+      execute: (args, context) => searchFilesTool(workspace, args, context.signal),
+    }),
+  ];
+}
+
+const READ_FILE_INPUT = {
+  type: 'object',
+  properties: {
+    path: { type: 'string', description: 'File path relative to the workspace root.' },
+    offset: {
+      type: ['integer', 'null'],
+      minimum: 1,
+      default: null,
+      description: 'First line to return, 1-based (default 1).',
+    },
+    limit: {
+      type: ['integer', 'null'],
+      minimum: 1,
+      default: null,
+      description: 'Most lines to return (default: all, up to the byte cap).',
+    },
+  },
+  required: ['path'],
+  additionalProperties: false,
+} as const satisfies JsonSchema;
+
+const READ_FILE_OUTPUT = {
+  type: 'object',
+  properties: {
+    path: { type: 'string', description: 'The path, relative to the workspace.' },
+    content: { type: 'string', description: 'The requested lines, with their line endings.' },
+    totalLines: { type: 'integer', description: 'Lines in the whole file.' },
+    offset: { type: 'integer', description: 'First line returned (1-based).' },
+    limit: { type: ['integer', 'null'], description: 'Line limit asked for, or null.' },
+    truncated: { type: 'boolean', description: 'True when the byte cap cut the requested lines.' },
+    nextOffset: { type: ['integer', 'null'], description: 'Line to continue from, or null at the end of the file.' },
+    note: { type: 'string', description: 'Present when something needs saying (cap reached, offset past the end).' },
+  },
+  required: ['path', 'content', 'totalLines', 'offset', 'limit', 'truncated', 'nextOffset'],
+} as const satisfies JsonSchema;
+
+const WRITE_FILE_INPUT = {
+  type: 'object',
+  properties: {
+    path: { type: 'string', description: 'File path relative to the workspace root.' },
+    content: { type: 'string', description: 'The complete new text of the file.' },
+  },
+  required: ['path', 'content'],
+  additionalProperties: false,
+} as const satisfies JsonSchema;
+
+const WRITE_FILE_OUTPUT = {
+  type: 'object',
+  properties: {
+    path: { type: 'string', description: 'The path, relative to the workspace.' },
+    bytesWritten: { type: 'integer', description: 'Bytes written (UTF-8).' },
+    created: { type: 'boolean', description: 'True when the file did not exist before.' },
+  },
+  required: ['path', 'bytesWritten', 'created'],
+} as const satisfies JsonSchema;
+
+const LIST_FILES_INPUT = {
+  type: 'object',
+  properties: {
+    path: { type: 'string', default: '.', description: 'Directory relative to the workspace root (default ".").' },
+    pattern: {
+      type: ['string', 'null'],
+      default: null,
+      description: "Glob on entry names, e.g. '*.txt' (default: every entry).",
+    },
+  },
+  additionalProperties: false,
+} as const satisfies JsonSchema;
+
+const LIST_FILES_OUTPUT = {
+  type: 'object',
+  properties: {
+    path: { type: 'string', description: 'The directory, relative to the workspace.' },
+    entries: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          name: { type: 'string' },
+          type: { enum: ['file', 'directory', 'symlink', 'other'] },
+          size: { type: ['integer', 'null'], description: 'Bytes, for files; null otherwise.' },
+        },
+        required: ['name', 'type', 'size'],
+      },
+    },
+    totalEntries: { type: 'integer', description: 'Entries matching the pattern, including those left out.' },
+    truncated: { type: 'boolean', description: 'True when entries were left out.' },
+  },
+  required: ['path', 'entries', 'totalEntries', 'truncated'],
+} as const satisfies JsonSchema;
+
+const SEARCH_FILES_INPUT = {
+  type: 'object',
+  properties: {
+    pattern: { type: 'string', description: 'Regular expression matched against each line.' },
+    path: {
+      type: 'string',
+      default: '.',
+      description: 'Directory (searched recursively) or file, relative to the workspace root (default ".").',
+    },
+  },
+  required: ['pattern'],
+  additionalProperties: false,
+} as const satisfies JsonSchema;
+
+const SEARCH_FILES_OUTPUT = {
+  type: 'object',
+  properties: {
+    matches: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          path: { type: 'string', description: 'File, relative to the workspace.' },
+          line: { type: 'integer', description: 'Line number, 1-based.' },
+          text: { type: 'string', description: 'The line (cut when very long).' },
+        },
+        required: ['path', 'line', 'text'],
+      },
+    },
+    truncated: { type: 'boolean', description: 'True when the search stopped before covering everything.' },
+    filesSearched: { type: 'integer' },
+    filesSkipped: { type: 'integer', description: 'Binary, too large or unreadable files.' },
+    note: { type: 'string', description: 'Why the search stopped early, when it did.' },
+  },
+  required: ['matches', 'truncated', 'filesSearched', 'filesSkipped'],
+} as const satisfies JsonSchema;
+
+/** Result of `read_file`. */
+export interface ReadFileResult {
+  path: string;
+  content: string;
+  totalLines: number;
+  offset: number;
+  limit: number | null;
+  truncated: boolean;
+  nextOffset: number | null;
+  note?: string;
+}
+
+async function readFileTool(
+  workspace: Workspace,
+  args: Record<string, unknown>,
+  signal: AbortSignal,
+): Promise<ReadFileResult> {
+  const requested = requireString('read_file', args, 'path');
+  const offset = optionalPositiveInteger('read_file', args, 'offset') ?? 1;
+  const limit = optionalPositiveInteger('read_file', args, 'limit');
+  const resolved = await resolveExistingPath(workspace, 'read_file', requested);
+  const handle = await openRegularFile('read_file', requested, resolved.realPath, fsConstants.O_RDONLY);
+  try {
+    const scan = await scanLines(handle, offset, limit, signal);
+    const base = { path: resolved.displayPath, totalLines: scan.totalLines, offset, limit: limit ?? null };
+    const kept = Buffer.concat(scan.kept);
+    if (scan.capHit && scan.completeLines > 0) {
+      const nextOffset = offset + scan.completeLines;
+      return {
+        ...base,
+        content: kept.subarray(0, scan.bytesAtLastLineEnd).toString('utf8'),
+        truncated: true,
+        nextOffset,
+        note: `stopped at the ${formatBytes(MAX_READ_BYTES)} cap after ${scan.completeLines} lines; call read_file again with offset=${nextOffset} to continue`,
+      };
+    }
+    if (scan.capHit) {
+      const nextOffset = offset + 1 <= scan.totalLines ? offset + 1 : null;
+      return {
+        ...base,
+        content: withoutPartialCharacter(kept).toString('utf8'),
+        truncated: true,
+        nextOffset,
+        note: `line ${offset} is longer than the ${formatBytes(MAX_READ_BYTES)} cap and was cut`,
+      };
+    }
+    const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
+    const result: ReadFileResult = {
+      ...base,
+      content: kept.toString('utf8'),
+      truncated: false,
+      nextOffset: endLine <= scan.totalLines ? endLine : null,
+    };
+    if (offset > scan.totalLines && scan.totalLines > 0) {
+      result.note = `offset ${offset} is past the end of the file (${scan.totalLines} lines)`;
+    }
+    return result;
+  } finally {
+    await handle.close();
+  }
+}
+
+interface LineScan {
+  readonly kept: Buffer[];
+  readonly capHit: boolean;
+  readonly completeLines: number;
+  readonly bytesAtLastLineEnd: number;
+  readonly totalLines: number;
+}
+
+// Streams the whole file: keeps the requested lines (up to the byte cap) and counts every line.
+async function scanLines(
+  handle: FileHandle,
+  offset: number,
+  limit: number | undefined,
+  signal: AbortSignal,
+): Promise<LineScan> {
+  const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
+  const buffer = Buffer.allocUnsafe(READ_CHUNK_BYTES);
+  const kept: Buffer[] = [];
+  let keptBytes = 0;
+  let capHit = false;
+  let completeLines = 0;
+  let bytesAtLastLineEnd = 0;
+  let line = 1;
+  let totalBytes = 0;
+  let lastByte = -1;
+  for (;;) {
+    if (signal.aborted) throw new FileToolError('read_file: the call was cancelled');
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+    if (bytesRead === 0) break;
+    const chunk = buffer.subarray(0, bytesRead);
+    totalBytes += bytesRead;
+    lastByte = chunk[bytesRead - 1] ?? -1;
+    let start = 0;
+    while (start < chunk.length) {
+      const newline = chunk.indexOf(0x0a, start);
+      const end = newline === -1 ? chunk.length : newline + 1;
+      if (line >= offset && line < endLine && !capHit) {
+        const room = MAX_READ_BYTES - keptBytes;
+        if (end - start > room) {
+          capHit = true;
+          kept.push(Buffer.from(chunk.subarray(start, start + room)));
+          keptBytes += room;
+        } else {
+          kept.push(Buffer.from(chunk.subarray(start, end)));
+          keptBytes += end - start;
+          if (newline !== -1) {
+            completeLines += 1;
+            bytesAtLastLineEnd = keptBytes;
+          }
+        }
+      }
+      if (newline === -1) break;
+      line += 1;
+      start = end;
+    }
+  }
+  const totalLines = totalBytes === 0 ? 0 : lastByte === 0x0a ? line - 1 : line;
+  return { kept, capHit, completeLines, bytesAtLastLineEnd, totalLines };
+}
+
+/** Result of `write_file`. */
+export interface WriteFileResult {
+  path: string;
+  bytesWritten: number;
+  created: boolean;
+}
+
+async function writeFileTool(workspace: Workspace, args: Record<string, unknown>): Promise<WriteFileResult> {
+  const requested = requireString('write_file', args, 'path');
+  const content = args.content;
+  if (typeof content !== 'string') throw new FileToolError("write_file: argument 'content' must be string");
+  const target = await resolveWritablePath(workspace, 'write_file', requested);
+  if (target.exists) {
+    const existing = await lstat(target.realPath).catch((error: unknown) => {
+      throw fileSystemError('write_file', requested, error);
+    });
+    if (existing.isDirectory()) throw new FileToolError(`write_file: '${requested}' is a directory`);
+    if (!existing.isFile()) throw new FileToolError(`write_file: '${requested}' is not a regular file`);
+  }
+  const data = Buffer.from(content, 'utf8');
+  const flags = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC;
+  const handle = await openRegularFile('write_file', requested, target.realPath, flags);
+  try {
+    await handle.writeFile(data);
+  } catch (error) {
+    throw fileSystemError('write_file', requested, error);
+  } finally {
+    await handle.close();
+  }
+  return { path: target.displayPath, bytesWritten: data.length, created: !target.exists };
+}
+
+/** One entry of `list_files`. */
+export interface ListedEntry {
+  name: string;
+  type: 'file' | 'directory' | 'symlink' | 'other';
+  size: number | null;
+}
+
+/** Result of `list_files`. */
+export interface ListFilesResult {
+  path: string;
+  entries: ListedEntry[];
+  totalEntries: number;
+  truncated: boolean;
+}
+
+async function listFilesTool(workspace: Workspace, args: Record<string, unknown>): Promise<ListFilesResult> {
+  const requested = optionalString('list_files', args, 'path') ?? '.';
+  const pattern = optionalString('list_files', args, 'pattern');
+  const resolved = await resolveExistingPath(workspace, 'list_files', requested);
+  const directory = await lstat(resolved.realPath).catch((error: unknown) => {
+    throw fileSystemError('list_files', requested, error);
+  });
+  if (!directory.isDirectory()) {
+    throw new FileToolError(`list_files: '${requested}' is not a directory; use read_file to read a file`);
+  }
+  const directoryEntries = await readdir(resolved.realPath, { withFileTypes: true }).catch((error: unknown) => {
+    throw fileSystemError('list_files', requested, error);
+  });
+  const matcher = pattern === undefined ? undefined : compilePattern(pattern);
+  const matching = directoryEntries.filter((entry) => matcher === undefined || matcher.test(entry.name)).sort(byName);
+  const shown = matching.slice(0, MAX_LIST_ENTRIES);
+  const entries = await Promise.all(
+    shown.map(async (entry): Promise<ListedEntry> => {
+      const type = entry.isSymbolicLink()
+        ? 'symlink'
+        : entry.isDirectory()
+          ? 'directory'
+          : entry.isFile()
+            ? 'file'
+            : 'other';
+      if (type !== 'file') return { name: entry.name, type, size: null };
+      const stats = await lstat(path.join(resolved.realPath, entry.name)).catch(() => undefined);
+      return { name: entry.name, type, size: stats?.size ?? null };
+    }),
+  );
+  return {
+    path: resolved.displayPath,
+    entries,
+    totalEntries: matching.length,
+    truncated: matching.length > shown.length,
+  };
+}
+
+/** One match of `search_files`. */
+export interface SearchMatch {
+  path: string;
+  line: number;
+  text: string;
+}
+
+/** Result of `search_files`. */
+export interface SearchFilesResult {
+  matches: SearchMatch[];
+  truncated: boolean;
+  filesSearched: number;
+  filesSkipped: number;
+  note?: string;
+}
+
+async function searchFilesTool(
+  workspace: Workspace,
+  args: Record<string, unknown>,
+  signal: AbortSignal,
+): Promise<SearchFilesResult> {
+  const patternText = requireString('search_files', args, 'pattern', true);
+  const requested = optionalString('search_files', args, 'path') ?? '.';
+  const pattern = compileSearchPattern(patternText);
+  const resolved = await resolveExistingPath(workspace, 'search_files', requested);
+  const start = await lstat(resolved.realPath).catch((error: unknown) => {
+    throw fileSystemError('search_files', requested, error);
+  });
+  const deadline = Date.now() + SEARCH_TIMEOUT_MS;
+  const result: SearchFilesResult = { matches: [], truncated: false, filesSearched: 0, filesSkipped: 0 };
+  const stop = (note: string): SearchFilesResult => {
+    result.truncated = true;
+    result.note = note;
+    return result;
+  };
+  let search: LineSearch | undefined;
+  try {
+    for await (const file of walkFiles(resolved.realPath, start.isDirectory(), signal)) {
+      if (signal.aborted) return stop('the call was cancelled');
+      if (Date.now() >= deadline) return stop(`stopped after ${SEARCH_TIMEOUT_MS / 1000} s; narrow the path`);
+      if (result.filesSearched >= MAX_SEARCH_FILES) {
+        return stop(`stopped after ${MAX_SEARCH_FILES} files; narrow the path`);
+      }
+      const text = await readSearchableText(file);
+      if (text === undefined) {
+        result.filesSkipped += 1;
+        continue;
+      }
+      result.filesSearched += 1;
+      const displayPath = path.relative(workspace.realPath, file).split(path.sep).join('/') || path.basename(file);
+      search ??= startLineSearch({ pattern, maxLineChars: MAX_MATCH_TEXT_CHARS });
+      const room = MAX_SEARCH_MATCHES - result.matches.length;
+      const outcome = await search.search(text, room + 1, deadline).catch((error: unknown) => {
+        throw new FileToolError(
+          `search_files: the search failed on '${displayPath}' (${error instanceof Error ? error.message : 'unknown error'})`,
+        );
+      });
+      if (outcome.timedOut) {
+        return stop(
+          `stopped after ${SEARCH_TIMEOUT_MS / 1000} s while matching '${displayPath}'; the regular expression may ` +
+            'backtrack too much: simplify it, or narrow the path',
+        );
+      }
+      for (const match of outcome.matches.slice(0, room)) result.matches.push({ path: displayPath, ...match });
+      if (outcome.matches.length > room) return stop(`stopped at ${MAX_SEARCH_MATCHES} matches; refine the pattern`);
+    }
+    return result;
+  } finally {
+    await search?.close();
+  }
+}
+
+function compilePattern(pattern: string): NamePattern {
+  try {
+    return compileNamePattern(pattern);
+  } catch (error) {
+    if (error instanceof NamePatternError) throw new FileToolError(`list_files: invalid pattern: ${error.message}`);
+    throw error;
+  }
+}
+
+// Models write Python: accept its inline case-insensitive flag and named-group syntax.
+function compileSearchPattern(patternText: string): RegExp {
+  let source = patternText;
+  let flags = '';
+  if (source.startsWith('(?i)')) {
+    source = source.slice(4);
+    flags = 'i';
+  }
+  source = source.replaceAll('(?P<', '(?<').replace(/\(\?P=(\w+)\)/g, '\\k<$1>');
+  try {
+    return new RegExp(source, flags);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : 'invalid';
+    throw new FileToolError(`search_files: invalid regular expression ${JSON.stringify(patternText)}: ${reason}`);
+  }
+}
+
+// Depth-first in name order, files of a directory before its subdirectories; symbolic links are never followed.
+async function* walkFiles(start: string, startIsDirectory: boolean, signal: AbortSignal): AsyncGenerator<string> {
+  if (!startIsDirectory) {
+    yield start;
+    return;
+  }
+  const directories = [start];
+  for (let directory = directories.pop(); directory !== undefined; directory = directories.pop()) {
+    if (signal.aborted) return;
+    const entries = await readdir(directory, { withFileTypes: true }).catch(() => []);
+    entries.sort(byName);
+    const subdirectories: string[] = [];
+    for (const entry of entries) {
+      if (entry.isFile()) yield path.join(directory, entry.name);
+      else if (entry.isDirectory() && !SKIPPED_DIRECTORY_NAMES.has(entry.name)) {
+        subdirectories.push(path.join(directory, entry.name));
+      }
+    }
+    directories.push(...subdirectories.reverse());
+  }
+}
+
+// Undefined for files to skip: not regular, too large, binary, or unreadable.
+async function readSearchableText(file: string): Promise<string | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await open(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile() || stats.size > MAX_SEARCH_FILE_BYTES) return undefined;
+    const buffer = Buffer.allocUnsafe(stats.size);
+    let length = 0;
+    while (length < buffer.length) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    const bytes = buffer.subarray(0, length);
+    if (bytes.subarray(0, BINARY_SNIFF_BYTES).includes(0)) return undefined;
+    return bytes.toString('utf8');
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close();
+  }
+}
+
+// O_NOFOLLOW and O_NONBLOCK: a link swapped in after resolution is refused, and a FIFO cannot block the host.
+async function openRegularFile(
+  toolName: string,
+  requested: string,
+  realPath: string,
+  flags: number,
+): Promise<FileHandle> {
+  let handle: FileHandle;
+  try {
+    handle = await open(realPath, flags | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK, 0o666);
+  } catch (error) {
+    throw fileSystemError(toolName, requested, error);
+  }
+  const stats = await handle.stat().catch(async (error: unknown) => {
+    await handle.close();
+    throw fileSystemError(toolName, requested, error);
+  });
+  if (stats.isFile()) return handle;
+  await handle.close();
+  if (stats.isDirectory()) {
+    throw new FileToolError(`${toolName}: '${requested}' is a directory; use list_files to see what it contains`);
+  }
+  throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
+}
+
+function requireString(toolName: string, args: Record<string, unknown>, name: string, allowEmpty = false): string {
+  const value = args[name];
+  if (typeof value !== 'string' || (!allowEmpty && value === '')) {
+    throw new FileToolError(`${toolName}: argument '${name}' must be a non-empty string`);
+  }
+  return value;
+}
+
+function optionalString(toolName: string, args: Record<string, unknown>, name: string): string | undefined {
+  const value = args[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw new FileToolError(`${toolName}: argument '${name}' must be string`);
+  return value;
+}
+
+function optionalPositiveInteger(toolName: string, args: Record<string, unknown>, name: string): number | undefined {
+  const value = args[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new FileToolError(`${toolName}: argument '${name}' must be an integer >= 1`);
+  }
+  return value;
+}
+
+// A cut at the byte cap may split a multi-byte character; drop its leading bytes rather than show U+FFFD.
+function withoutPartialCharacter(bytes: Buffer): Buffer {
+  let index = bytes.length - 1;
+  let continuationBytes = 0;
+  while (index >= 0 && continuationBytes < 3 && ((bytes[index] ?? 0) & 0xc0) === 0x80) {
+    index -= 1;
+    continuationBytes += 1;
+  }
+  if (index < 0) return bytes;
+  const lead = bytes[index] ?? 0;
+  const expected = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+  return expected > continuationBytes + 1 ? bytes.subarray(0, index) : bytes;
+}
+
+function byName(left: { name: string }, right: { name: string }): number {
+  return left.name < right.name ? -1 : left.name > right.name ? 1 : 0;
+}
+
+function formatBytes(bytes: number): string {
+  return bytes % MEBIBYTE === 0 ? `${bytes / MEBIBYTE} MiB` : `${bytes} bytes`;
+}

@@ -1,0 +1,43 @@
+import { CodecallError } from '../engine/errors.js';
+import { createFileTools } from './builtin-files.js';
+import type { Tool } from './types.js';
+
+/** What every built-in tool set is created with. */
+export interface BuiltinToolSetOptions {
+  /** Directory the built-in tools work in (the `workspace` option of codecall). */
+  readonly workspace: string;
+}
+
+/** Creates the tools of one built-in set. */
+export type BuiltinToolSetFactory = (options: BuiltinToolSetOptions) => Tool[];
+
+/** The built-in tool sets by the name used in `builtinTools` (`files`: read_file, write_file, list_files, search_files). */
+export const BUILTIN_TOOL_SETS: ReadonlyMap<string, BuiltinToolSetFactory> = new Map([['files', createFileTools]]);
+
+/** Options of {@link resolveBuiltinTools}. */
+export interface ResolveBuiltinToolsOptions extends BuiltinToolSetOptions {
+  /** Names of the sets to include, e.g. `['files']`; repeated names count once. */
+  readonly names: readonly string[];
+}
+
+/**
+ * Creates the tools of the named built-in sets, in the order named.
+ *
+ * @throws CodecallError('INVALID_CONFIG') for an unknown set name or an unusable workspace.
+ */
+export function resolveBuiltinTools(options: ResolveBuiltinToolsOptions): Tool[] {
+  const tools: Tool[] = [];
+  for (const name of new Set(options.names)) {
+    const factory = BUILTIN_TOOL_SETS.get(name);
+    if (factory === undefined) {
+      const known = [...BUILTIN_TOOL_SETS.keys()].map((key) => `'${key}'`).join(', ');
+      throw new CodecallError(
+        'INVALID_CONFIG',
+        `unknown built-in tool set ${JSON.stringify(name)} in builtinTools; the known sets are ${known}`,
+        { name, known: [...BUILTIN_TOOL_SETS.keys()] },
+      );
+    }
+    tools.push(...factory({ workspace: options.workspace }));
+  }
+  return tools;
+}

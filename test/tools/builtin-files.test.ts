@@ -1,0 +1,446 @@
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CodecallError } from '../../src/engine/errors.js';
+import {
+  createFileTools,
+  MAX_LIST_ENTRIES,
+  MAX_READ_BYTES,
+  MAX_SEARCH_MATCHES,
+} from '../../src/tools/builtin-files.js';
+import { BUILTIN_TOOL_SETS, resolveBuiltinTools } from '../../src/tools/builtin-tool-sets.js';
+import type { RegisteredTool } from '../../src/tools/registered-tool.js';
+import { createToolRegistry, registerTool } from '../../src/tools/registry.js';
+import { createTestContext } from './test-context.js';
+
+let base: string;
+let workspace: string;
+let outside: string;
+let tools: Map<string, RegisteredTool>;
+
+/** Calls a built-in tool the way the engine does: check the arguments, then invoke with the checked value. */
+async function call(name: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const tool = tools.get(name);
+  if (tool === undefined) throw new Error(`no tool ${name}`);
+  const check = await tool.checkArguments(args);
+  if (!check.ok) throw new Error(check.message);
+  return (await tool.invoke(check.value, createTestContext(name))) as Record<string, unknown>;
+}
+
+beforeAll(async () => {
+  base = await mkdtemp(path.join(tmpdir(), 'codecall-files-'));
+  workspace = path.join(base, 'workspace');
+  outside = path.join(base, 'outside');
+  await mkdir(path.join(workspace, 'docs', 'deep'), { recursive: true });
+  await mkdir(outside);
+  await writeFile(path.join(outside, 'secret.txt'), 'TOP SECRET\n');
+  await writeFile(path.join(workspace, 'notes.txt'), 'one\ntwo\nthree\nfour\nfive\n');
+  await writeFile(path.join(workspace, 'no-newline.txt'), 'alpha\nbeta');
+  await writeFile(path.join(workspace, 'crlf.txt'), 'a\r\nb\r\n');
+  await writeFile(path.join(workspace, 'empty.txt'), '');
+  await writeFile(path.join(workspace, 'latin1.txt'), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
+  await writeFile(path.join(workspace, 'docs', 'guide.md'), '# Guide\nSee TODO list\n');
+  await writeFile(path.join(workspace, 'docs', 'deep', 'todo.txt'), 'nothing\nTODO: write tests\n');
+  await writeFile(path.join(workspace, 'image.bin'), Buffer.from([0x89, 0x50, 0x00, 0x54, 0x4f, 0x44, 0x4f]));
+  await mkdir(path.join(workspace, 'node_modules', 'lib'), { recursive: true });
+  await writeFile(path.join(workspace, 'node_modules', 'lib', 'index.js'), '// TODO vendored\n');
+  await symlink('/etc/passwd', path.join(workspace, 'passwd-link'));
+  await symlink('/etc', path.join(workspace, 'etc-link'));
+  await symlink(outside, path.join(workspace, 'outside-link'));
+  await symlink(path.join(outside, 'secret.txt'), path.join(workspace, 'secret-link.txt'));
+  await symlink(path.join(outside, 'not-yet'), path.join(workspace, 'dangling-link'));
+  await symlink('notes.txt', path.join(workspace, 'inside-link.txt'));
+  await symlink('docs', path.join(workspace, 'docs-link'));
+  tools = new Map(createFileTools({ workspace }).map((tool) => [tool.name, registerTool(tool)]));
+});
+
+afterAll(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+describe('createFileTools', () => {
+  it('creates the four tools with descriptions and output schemas', () => {
+    expect([...tools.keys()]).toEqual(['read_file', 'write_file', 'list_files', 'search_files']);
+    for (const tool of tools.values()) {
+      expect(tool.descriptor.description.length).toBeGreaterThan(40);
+      expect(tool.descriptor.outputSchema).toMatchObject({ type: 'object' });
+      expect(tool.descriptor.inputSchema).toMatchObject({ type: 'object', additionalProperties: false });
+    }
+    expect(tools.get('read_file')?.descriptor.description).toContain('1 MiB');
+  });
+
+  it('refuses a workspace that does not exist or is a file', async () => {
+    expect(() => createFileTools({ workspace: path.join(base, 'missing') })).toThrow(CodecallError);
+    try {
+      createFileTools({ workspace: path.join(workspace, 'notes.txt') });
+      expect.unreachable();
+    } catch (error) {
+      expect((error as CodecallError).code).toBe('INVALID_CONFIG');
+      expect((error as CodecallError).message).toContain('is not a directory');
+    }
+  });
+});
+
+describe('read_file', () => {
+  it('reads a whole file with its line count', async () => {
+    expect(await call('read_file', { path: 'notes.txt' })).toEqual({
+      path: 'notes.txt',
+      content: 'one\ntwo\nthree\nfour\nfive\n',
+      totalLines: 5,
+      offset: 1,
+      limit: null,
+      truncated: false,
+      nextOffset: null,
+    });
+  });
+
+  it('returns a window of lines with offset and limit, and where to continue', async () => {
+    const result = await call('read_file', { path: 'notes.txt', offset: 2, limit: 2 });
+    expect(result).toMatchObject({ content: 'two\nthree\n', totalLines: 5, offset: 2, limit: 2, nextOffset: 4 });
+    expect(await call('read_file', { path: 'notes.txt', offset: 4, limit: 10 })).toMatchObject({
+      content: 'four\nfive\n',
+      nextOffset: null,
+    });
+    expect(await call('read_file', { path: 'notes.txt', offset: null, limit: null })).toMatchObject({
+      content: 'one\ntwo\nthree\nfour\nfive\n',
+    });
+  });
+
+  it('counts a last line without newline, keeps CRLF, handles empty files', async () => {
+    expect(await call('read_file', { path: 'no-newline.txt', offset: 2 })).toMatchObject({
+      content: 'beta',
+      totalLines: 2,
+    });
+    expect(await call('read_file', { path: 'crlf.txt' })).toMatchObject({ content: 'a\r\nb\r\n', totalLines: 2 });
+    expect(await call('read_file', { path: 'empty.txt' })).toMatchObject({ content: '', totalLines: 0 });
+  });
+
+  it('replaces invalid UTF-8 with U+FFFD', async () => {
+    expect(await call('read_file', { path: 'latin1.txt' })).toMatchObject({ content: 'caf\uFFFD\n' });
+  });
+
+  it('says when the offset is past the end', async () => {
+    expect(await call('read_file', { path: 'notes.txt', offset: 9 })).toMatchObject({
+      content: '',
+      note: 'offset 9 is past the end of the file (5 lines)',
+    });
+  });
+
+  it('stops at the byte cap on a line boundary and says where to continue', async () => {
+    const line = `${'x'.repeat(999)}\n`;
+    const lineCount = Math.ceil((2.5 * MAX_READ_BYTES) / line.length);
+    await writeFile(path.join(workspace, 'big.txt'), line.repeat(lineCount));
+    const first = await call('read_file', { path: 'big.txt' });
+    const linesKept = Math.floor(MAX_READ_BYTES / line.length);
+    expect(first).toMatchObject({ totalLines: lineCount, truncated: true, nextOffset: linesKept + 1 });
+    expect((first.content as string).length).toBe(linesKept * line.length);
+    expect(first.note).toBe(
+      `stopped at the 1 MiB cap after ${linesKept} lines; call read_file again with offset=${linesKept + 1} to continue`,
+    );
+    const last = await call('read_file', { path: 'big.txt', offset: lineCount - 1 });
+    expect(last).toMatchObject({ content: line.repeat(2), truncated: false, nextOffset: null });
+  });
+
+  it('cuts a single line longer than the cap at a character boundary', async () => {
+    await writeFile(path.join(workspace, 'long-line.txt'), `${'é'.repeat(MAX_READ_BYTES)}\nnext\n`);
+    const result = await call('read_file', { path: 'long-line.txt' });
+    expect(result).toMatchObject({ truncated: true, nextOffset: 2, totalLines: 2 });
+    expect(result.content).toBe('é'.repeat(MAX_READ_BYTES / 2));
+    expect(result.note).toBe('line 1 is longer than the 1 MiB cap and was cut');
+  });
+
+  it('follows symbolic links that stay inside the workspace', async () => {
+    expect(await call('read_file', { path: 'inside-link.txt', limit: 1 })).toMatchObject({
+      path: 'inside-link.txt',
+      content: 'one\n',
+    });
+    expect(await call('read_file', { path: 'docs-link/guide.md', limit: 1 })).toMatchObject({ content: '# Guide\n' });
+  });
+
+  it('accepts an absolute path inside the workspace', async () => {
+    expect(await call('read_file', { path: path.join(workspace, 'notes.txt'), limit: 1 })).toMatchObject({
+      path: 'notes.txt',
+      content: 'one\n',
+    });
+  });
+
+  it.each([
+    ['../../etc/passwd', "read_file: path '../../etc/passwd' is outside the workspace"],
+    ['/etc/passwd', "read_file: path '/etc/passwd' is outside the workspace"],
+    ['docs/../../outside/secret.txt', "read_file: path 'docs/../../outside/secret.txt' is outside the workspace"],
+    ['passwd-link', "read_file: path 'passwd-link' is outside the workspace (through a symbolic link)"],
+    ['etc-link/passwd', "read_file: path 'etc-link/passwd' is outside the workspace (through a symbolic link)"],
+    ['secret-link.txt', "read_file: path 'secret-link.txt' is outside the workspace (through a symbolic link)"],
+    [
+      'outside-link/secret.txt',
+      "read_file: path 'outside-link/secret.txt' is outside the workspace (through a symbolic link)",
+    ],
+    [
+      'outside-link/missing.txt',
+      "read_file: path 'outside-link/missing.txt' is outside the workspace (through a symbolic link)",
+    ],
+  ])('refuses %s', async (requested, message) => {
+    await expect(call('read_file', { path: requested })).rejects.toThrow(
+      `${message}; use a path relative to the workspace root`,
+    );
+  });
+
+  it('refuses an absolute path to the outside secret', async () => {
+    await expect(call('read_file', { path: path.join(outside, 'secret.txt') })).rejects.toThrow(
+      'is outside the workspace',
+    );
+  });
+
+  it('refuses a dangling link without saying what is outside', async () => {
+    await expect(call('read_file', { path: 'dangling-link' })).rejects.toThrow(
+      "read_file: path 'dangling-link' goes through a symbolic link that points to nothing inside the workspace",
+    );
+  });
+
+  it('reports missing files, directories and bad arguments clearly, without host paths', async () => {
+    const missing = call('read_file', { path: 'nope.txt' });
+    await expect(missing).rejects.toThrow("read_file: no such file or directory 'nope.txt'");
+    await expect(call('read_file', { path: 'docs' })).rejects.toThrow(
+      "read_file: 'docs' is a directory; use list_files to see what it contains",
+    );
+    await expect(call('read_file', { path: 'notes.txt/x' })).rejects.toThrow(
+      "read_file: 'notes.txt/x' (or one of its parents) is not a directory",
+    );
+    await expect(call('read_file', { path: 'notes.txt', offset: 0 })).rejects.toThrow(
+      "read_file: argument 'offset' must be >= 1 (got number 0)",
+    );
+    await expect(call('read_file', { path: 'a\0b' })).rejects.toThrow(
+      "read_file: path 'a\0b' contains a NUL character",
+    );
+    const error = await missing.catch((thrown: unknown) => thrown as Error);
+    expect(error.message).not.toContain(base);
+  });
+
+  it('refuses a FIFO instead of blocking on it', async () => {
+    execFileSync('mkfifo', [path.join(workspace, 'pipe')]);
+    try {
+      await expect(call('read_file', { path: 'pipe' })).rejects.toThrow("read_file: 'pipe' is not a regular file");
+    } finally {
+      await rm(path.join(workspace, 'pipe'));
+    }
+  });
+
+  it('works when the workspace itself is reached through a symbolic link', async () => {
+    const alias = path.join(base, 'workspace-alias');
+    await symlink(workspace, alias);
+    const aliased = new Map(createFileTools({ workspace: alias }).map((tool) => [tool.name, registerTool(tool)]));
+    const readFileTool = aliased.get('read_file');
+    const result = await readFileTool?.invoke(
+      { path: path.join(alias, 'notes.txt'), limit: 1 },
+      createTestContext('r'),
+    );
+    expect(result).toMatchObject({ path: 'notes.txt', content: 'one\n' });
+    await expect(
+      readFileTool?.invoke({ path: path.join(alias, '..', 'outside', 'secret.txt') }, createTestContext('r')),
+    ).rejects.toThrow('is outside the workspace');
+  });
+});
+
+describe('write_file', () => {
+  it('writes a new file, creating parent directories', async () => {
+    expect(await call('write_file', { path: 'out/nested/result.txt', content: 'héllo\n' })).toEqual({
+      path: 'out/nested/result.txt',
+      bytesWritten: 7,
+      created: true,
+    });
+    expect(await readFile(path.join(workspace, 'out', 'nested', 'result.txt'), 'utf8')).toBe('héllo\n');
+  });
+
+  it('replaces an existing file', async () => {
+    await call('write_file', { path: 'replace.txt', content: 'first version, long' });
+    expect(await call('write_file', { path: 'replace.txt', content: 'second' })).toMatchObject({ created: false });
+    expect(await readFile(path.join(workspace, 'replace.txt'), 'utf8')).toBe('second');
+  });
+
+  it('writes through a link that stays inside', async () => {
+    await writeFile(path.join(workspace, 'target.txt'), 'old');
+    await symlink('target.txt', path.join(workspace, 'target-link.txt'));
+    await call('write_file', { path: 'target-link.txt', content: 'new' });
+    expect(await readFile(path.join(workspace, 'target.txt'), 'utf8')).toBe('new');
+  });
+
+  it.each([
+    ['../escape.txt', 'outside the workspace'],
+    ['/tmp/codecall-escape.txt', 'outside the workspace'],
+    ['outside-link/new.txt', 'outside the workspace (through a symbolic link)'],
+    ['outside-link/sub/dir/new.txt', 'outside the workspace (through a symbolic link)'],
+    ['secret-link.txt', 'outside the workspace (through a symbolic link)'],
+    ['etc-link/codecall-test', 'outside the workspace (through a symbolic link)'],
+    ['dangling-link', 'goes through a symbolic link that points to nothing inside the workspace'],
+    ['dangling-link/child.txt', 'goes through a symbolic link that points to nothing inside the workspace'],
+  ])('refuses %s and writes nothing', async (requested, message) => {
+    await expect(call('write_file', { path: requested, content: 'pwned' })).rejects.toThrow(message);
+    expect(await readFile(path.join(outside, 'secret.txt'), 'utf8')).toBe('TOP SECRET\n');
+    await expect(stat(path.join(outside, 'not-yet'))).rejects.toThrow();
+    await expect(stat(path.join(outside, 'new.txt'))).rejects.toThrow();
+    await expect(stat(path.join(outside, 'sub'))).rejects.toThrow();
+    await expect(stat(path.join(base, 'escape.txt'))).rejects.toThrow();
+    await expect(stat('/tmp/codecall-escape.txt')).rejects.toThrow();
+  });
+
+  it('refuses to write over a directory', async () => {
+    await expect(call('write_file', { path: 'docs', content: 'x' })).rejects.toThrow(
+      "write_file: 'docs' is a directory",
+    );
+  });
+
+  it('requires content to be a string', async () => {
+    await expect(call('write_file', { path: 'x.txt', content: 5 })).rejects.toThrow(
+      "write_file: argument 'content' must be string (got number 5)",
+    );
+    await expect(call('write_file', { path: 'x.txt' })).rejects.toThrow(
+      "write_file: missing required argument 'content'",
+    );
+  });
+});
+
+describe('list_files', () => {
+  it('lists the workspace root sorted, with types and sizes', async () => {
+    const result = await call('list_files', {});
+    expect(result.path).toBe('.');
+    const entries = result.entries as Array<{ name: string; type: string; size: number | null }>;
+    const names = entries.map((entry) => entry.name);
+    expect(names).toEqual([...names].sort());
+    expect(entries.find((entry) => entry.name === 'notes.txt')).toEqual({ name: 'notes.txt', type: 'file', size: 24 });
+    expect(entries.find((entry) => entry.name === 'docs')).toEqual({ name: 'docs', type: 'directory', size: null });
+    expect(entries.find((entry) => entry.name === 'passwd-link')).toEqual({
+      name: 'passwd-link',
+      type: 'symlink',
+      size: null,
+    });
+    expect(result.truncated).toBe(false);
+  });
+
+  it('filters names with a glob', async () => {
+    const result = await call('list_files', { path: '.', pattern: '*.{md,txt}' });
+    const names = (result.entries as Array<{ name: string }>).map((entry) => entry.name);
+    expect(names).toContain('notes.txt');
+    expect(names).not.toContain('image.bin');
+    expect(names.every((name) => name.endsWith('.txt') || name.endsWith('.md'))).toBe(true);
+    expect(result.totalEntries).toBe(names.length);
+    expect((await call('list_files', { path: 'docs', pattern: '*.md' })).entries).toEqual([
+      { name: 'guide.md', type: 'file', size: 22 },
+    ]);
+  });
+
+  it('reports a pattern that expands too far', async () => {
+    await expect(call('list_files', { pattern: '{a,b}'.repeat(9) })).rejects.toThrow(
+      "list_files: invalid pattern: the pattern's {} groups expand to more than 256 alternatives",
+    );
+  });
+
+  it(`caps the listing at ${MAX_LIST_ENTRIES} entries`, async () => {
+    const many = path.join(workspace, 'many');
+    await mkdir(many);
+    await Promise.all(
+      Array.from({ length: MAX_LIST_ENTRIES + 5 }, (_, index) =>
+        writeFile(path.join(many, `f${String(index).padStart(4, '0')}.txt`), ''),
+      ),
+    );
+    const result = await call('list_files', { path: 'many' });
+    expect(result).toMatchObject({ path: 'many', totalEntries: MAX_LIST_ENTRIES + 5, truncated: true });
+    const entries = result.entries as Array<{ name: string }>;
+    expect(entries).toHaveLength(MAX_LIST_ENTRIES);
+    expect(entries[0]?.name).toBe('f0000.txt');
+  });
+
+  it('refuses directories outside, and files', async () => {
+    await expect(call('list_files', { path: '..' })).rejects.toThrow("list_files: path '..' is outside the workspace");
+    await expect(call('list_files', { path: 'etc-link' })).rejects.toThrow('outside the workspace');
+    await expect(call('list_files', { path: '/' })).rejects.toThrow('outside the workspace');
+    await expect(call('list_files', { path: 'notes.txt' })).rejects.toThrow(
+      "list_files: 'notes.txt' is not a directory; use read_file to read a file",
+    );
+  });
+});
+
+describe('search_files', () => {
+  it('finds lines recursively, skipping binaries, links and node_modules', async () => {
+    const result = await call('search_files', { pattern: 'TODO' });
+    expect(result.matches).toEqual([
+      { path: 'docs/guide.md', line: 2, text: 'See TODO list' },
+      { path: 'docs/deep/todo.txt', line: 2, text: 'TODO: write tests' },
+    ]);
+    expect(result.truncated).toBe(false);
+    expect(result.filesSkipped).toBeGreaterThanOrEqual(1);
+  });
+
+  it('never reads files outside through links', async () => {
+    const result = await call('search_files', { pattern: 'SECRET' });
+    expect(result.matches).toEqual([]);
+    await expect(call('search_files', { pattern: 'SECRET', path: 'outside-link' })).rejects.toThrow(
+      'outside the workspace',
+    );
+    await expect(call('search_files', { pattern: 'root', path: '../../etc' })).rejects.toThrow('outside the workspace');
+  });
+
+  it('searches a single file, or inside a skipped directory when asked directly', async () => {
+    expect((await call('search_files', { pattern: 'o', path: 'notes.txt' })).matches).toEqual([
+      { path: 'notes.txt', line: 1, text: 'one' },
+      { path: 'notes.txt', line: 2, text: 'two' },
+      { path: 'notes.txt', line: 4, text: 'four' },
+    ]);
+    expect((await call('search_files', { pattern: 'TODO', path: 'node_modules' })).matches).toEqual([
+      { path: 'node_modules/lib/index.js', line: 1, text: '// TODO vendored' },
+    ]);
+  });
+
+  it('accepts a leading (?i) and Python named groups', async () => {
+    const result = await call('search_files', { pattern: '(?i)(?P<word>todo): (?P=word)?write', path: 'docs' });
+    expect(result.matches).toEqual([{ path: 'docs/deep/todo.txt', line: 2, text: 'TODO: write tests' }]);
+  });
+
+  it('reports an invalid regular expression', async () => {
+    await expect(call('search_files', { pattern: '(unclosed' })).rejects.toThrow(
+      'search_files: invalid regular expression "(unclosed": Invalid regular expression: /(unclosed/: Unterminated group',
+    );
+  });
+
+  it(`caps the matches at ${MAX_SEARCH_MATCHES}`, async () => {
+    await mkdir(path.join(workspace, 'hits'));
+    await writeFile(path.join(workspace, 'hits', 'a.txt'), 'hit\n'.repeat(150));
+    await writeFile(path.join(workspace, 'hits', 'b.txt'), 'hit\n'.repeat(150));
+    const result = await call('search_files', { pattern: '^hit$', path: 'hits' });
+    expect(result.matches).toHaveLength(MAX_SEARCH_MATCHES);
+    expect(result.truncated).toBe(true);
+    expect(result.note).toBe(`stopped at ${MAX_SEARCH_MATCHES} matches; refine the pattern`);
+    expect((result.matches as Array<{ path: string }>).at(-1)).toEqual({ path: 'hits/b.txt', line: 50, text: 'hit' });
+  });
+
+  it('returns exactly the cap without calling it truncated', async () => {
+    await mkdir(path.join(workspace, 'exact'));
+    await writeFile(path.join(workspace, 'exact', 'a.txt'), 'hit\n'.repeat(MAX_SEARCH_MATCHES));
+    const result = await call('search_files', { pattern: 'hit', path: 'exact' });
+    expect(result.matches).toHaveLength(MAX_SEARCH_MATCHES);
+    expect(result.truncated).toBe(false);
+  });
+});
+
+describe('built-in tool sets', () => {
+  it('resolves files to the four file tools', () => {
+    expect([...BUILTIN_TOOL_SETS.keys()]).toEqual(['files']);
+    const resolved = resolveBuiltinTools({ names: ['files', 'files'], workspace });
+    expect(resolved.map((tool) => tool.name)).toEqual(['read_file', 'write_file', 'list_files', 'search_files']);
+    expect(createToolRegistry(resolved.map(registerTool)).size).toBe(4);
+  });
+
+  it('refuses an unknown set with INVALID_CONFIG', () => {
+    try {
+      resolveBuiltinTools({ names: ['files', 'shell'], workspace });
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(CodecallError);
+      expect((error as CodecallError).code).toBe('INVALID_CONFIG');
+      expect((error as CodecallError).message).toBe(
+        `unknown built-in tool set "shell" in builtinTools; the known sets are 'files'`,
+      );
+    }
+  });
+});
