@@ -316,6 +316,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
         functions: generated.functions,
         limits,
         isolation: environment.runner.isolation,
+        network: options.network ?? false,
         failedSources,
       });
     },

@@ -1,0 +1,153 @@
+import type { Limits } from '../engine/limits.js';
+import { shortenText } from './description-summary.js';
+import type { GeneratedFunction } from './python-module.js';
+
+/** Name of the one tool codecall gives the model. */
+export const EXECUTE_CODE_TOOL_NAME = 'execute_code';
+
+/** Functions listed one by one in the description; with more, it lists modules and points to `search_tools`. */
+export const DEFAULT_MAX_LISTED_FUNCTIONS = 40;
+/** Longest error message shown for a tool source that failed to load. */
+export const MAX_FAILED_SOURCE_ERROR_LENGTH = 300;
+
+/** JSON Schema of the `execute_code` arguments. */
+export interface ExecuteCodeInputSchema {
+  type: 'object';
+  properties: { code: { type: 'string'; description: string } };
+  required: ['code'];
+  additionalProperties: false;
+}
+
+/** Arguments of the `execute_code` tool, as {@link executeCodeInputSchema} describes them. */
+export interface ExecuteCodeInput {
+  /** The Python script to run. */
+  code: string;
+}
+
+/** The `execute_code` input schema: one required string, `code`. Frozen; copy it if an SDK wants to mutate it. */
+export const executeCodeInputSchema: ExecuteCodeInputSchema = Object.freeze({
+  type: 'object',
+  properties: Object.freeze({
+    code: Object.freeze({
+      type: 'string',
+      description:
+        'A complete Python 3 script. Import the tools as functions from the generated module and print only the ' +
+        'results you need: what the script prints is all that comes back.',
+    }),
+  }),
+  required: Object.freeze(['code']),
+  additionalProperties: false,
+}) as ExecuteCodeInputSchema;
+
+/** Options of {@link describeExecuteCodeTool}. */
+export interface DescribeExecuteCodeToolOptions {
+  /** Name of the generated package, e.g. `tools`. */
+  readonly moduleName: string;
+  /** The generated functions (see `generatePythonModule`). */
+  readonly functions: readonly GeneratedFunction[];
+  /** The configured limits, stated to the model as they are. */
+  readonly limits: Limits;
+  /** Isolation the runs get; `auto` when it is not known yet. Without it, isolation is not mentioned. */
+  readonly isolation?: 'none' | 'bubblewrap' | 'auto' | undefined;
+  /** Whether runs may use the network; stated when `isolation` is `bubblewrap` (no other level can take it away). */
+  readonly network?: boolean | undefined;
+  /** Tool sources that could not be loaded, with their error, so the model knows what is missing and why. */
+  readonly failedSources?: readonly { readonly name: string; readonly error: string }[] | undefined;
+  /** List functions one by one up to this many; default {@link DEFAULT_MAX_LISTED_FUNCTIONS}. */
+  readonly maxListedFunctions?: number | undefined;
+}
+
+/** 12345 → "12,345", independent of the host's locale. */
+function formatCount(count: number): string {
+  return String(count).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+function plural(count: number, word: string): string {
+  return `${formatCount(count)} ${word}${count === 1 ? '' : 's'}`;
+}
+
+function formatSeconds(milliseconds: number): string {
+  const seconds = milliseconds / 1000;
+  const text = Number.isInteger(seconds) ? formatCount(seconds) : String(Number(seconds.toFixed(3)));
+  return `${text} second${seconds === 1 ? '' : 's'}`;
+}
+
+function groupByModule(functions: readonly GeneratedFunction[]): Map<string, GeneratedFunction[]> {
+  const groups = new Map<string, GeneratedFunction[]>();
+  for (const fn of functions) {
+    const group = groups.get(fn.module);
+    if (group === undefined) groups.set(fn.module, [fn]);
+    else group.push(fn);
+  }
+  return groups;
+}
+
+function describeFunctions(moduleName: string, functions: readonly GeneratedFunction[], maxListed: number): string {
+  if (functions.length === 0) return `\`${moduleName}\` has no functions at the moment.`;
+  const groups = groupByModule(functions);
+  if (functions.length <= maxListed) {
+    const sections = [...groups].map(([module, members]) => {
+      const lines = members.map((fn) => `- ${fn.signature}${fn.summary === '' ? '' : ` — ${fn.summary}`}`);
+      return [`Functions in \`${module}\` (\`from ${module} import ...\`):`, ...lines].join('\n');
+    });
+    return sections.join('\n\n');
+  }
+  const modules = [...groups].map(([module, members]) => `- \`${module}\`: ${plural(members.length, 'function')}`);
+  return [
+    `There are ${formatCount(functions.length)} functions, too many to list here:`,
+    ...modules,
+    `Find the ones you need with \`print(${moduleName}.search_tools("what you want to do"))\` (name, signature and ` +
+      `description of the best matches) and read one's arguments with \`help(${moduleName}.<function>)\`.`,
+  ].join('\n');
+}
+
+function describeLimits(limits: Limits): string {
+  return (
+    `Limits: the script is stopped after ${formatSeconds(limits.timeoutMs)} and may make at most ` +
+    `${plural(limits.maxToolCalls, 'tool call')}; one tool call may take up to ` +
+    `${formatSeconds(limits.toolCallTimeoutMs)}. You see at most ${formatCount(limits.maxStdoutBytes)} bytes of ` +
+    'output (the beginning and the end of longer output), so print summaries, not raw data.'
+  );
+}
+
+const SANDBOX_NOTE = 'reach files and services outside it through the tools.';
+
+function describeIsolation(
+  isolation: DescribeExecuteCodeToolOptions['isolation'],
+  network: boolean | undefined,
+): string {
+  if (isolation === 'auto') return `The script may run in a sandbox; ${SANDBOX_NOTE}`;
+  if (isolation !== 'bubblewrap') return '';
+  const networkNote = network === undefined ? '' : network ? ' It may use the network.' : ' It has no network access.';
+  return `The script runs in a sandbox with a private working directory; ${SANDBOX_NOTE}${networkNote}`;
+}
+
+/**
+ * The model-facing description of the `execute_code` tool: what it does and how to use it, the available functions
+ * (one line each, or the modules and a pointer to `search_tools` when there are more than `maxListedFunctions`), the
+ * configured limits in words, and the tool sources that failed to load. Deterministic.
+ */
+export function describeExecuteCodeTool(options: DescribeExecuteCodeToolOptions): string {
+  const { moduleName, functions, limits } = options;
+  const maxListed = options.maxListedFunctions ?? DEFAULT_MAX_LISTED_FUNCTIONS;
+  const example = functions.find((fn) => fn.module === moduleName)?.pythonName ?? '<function>';
+  const overview =
+    'Runs a Python 3 script and returns what it prints. ' +
+    `Import the tools as functions from \`${moduleName}\` (\`from ${moduleName} import ${example}\`); ` +
+    'each call runs the tool and returns its result as a parsed value (dict, list, str, ...). ' +
+    'Only printed output comes back to you, so do the work in the script (loops, filtering, combining results) ' +
+    `and print just what you need. A failing tool raises \`${moduleName}.ToolError\`. ` +
+    `For parallel calls, \`await asyncio.gather(...)\` over the same functions in \`${moduleName}.aio\`. ` +
+    'Only the Python standard library is available.';
+  const sections = [overview, describeFunctions(moduleName, functions, maxListed), describeLimits(limits)];
+  const isolationNote = describeIsolation(options.isolation, options.network);
+  if (isolationNote !== '') sections.push(isolationNote);
+  const failed = options.failedSources ?? [];
+  if (failed.length > 0) {
+    const lines = failed.map(
+      (source) => `- ${source.name}: ${shortenText(source.error, MAX_FAILED_SOURCE_ERROR_LENGTH) || 'unknown error'}`,
+    );
+    sections.push(['These tool sources failed to load, so their functions are missing:', ...lines].join('\n'));
+  }
+  return sections.join('\n\n');
+}
