@@ -226,6 +226,13 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
     if (prepared?.key === key) return prepared.value;
     const value = (async (): Promise<Prepared> => {
       const [interpreter, runner] = await Promise.all([resolvePythonInterpreter(python), runnerPromise]);
+      if (interpreter.stdlibModuleNames.includes(moduleName)) {
+        throw new CodecallError(
+          'INVALID_CONFIG',
+          `moduleName "${moduleName}" is a module of Python's standard library and would hide it; choose another name`,
+          { moduleName },
+        );
+      }
       const generated = generatePythonModule({
         moduleName,
         tools: staticTools.map((tool) => tool.descriptor),

@@ -15,6 +15,8 @@ export interface PythonInterpreter {
   readonly stdlibPaths: readonly string[];
   /** Directories that `site` would add (site-packages, dist-packages), in order, existing ones only. */
   readonly sitePaths: readonly string[];
+  /** Top-level module names of the standard library (a generated module must not shadow one). */
+  readonly stdlibModuleNames: readonly string[];
 }
 
 /** Oldest Python the runtime supports. */
@@ -28,7 +30,9 @@ paths = sysconfig.get_paths()
 stdlib = [p for p in {paths.get('stdlib'), paths.get('platstdlib')} if p]
 dynload = [p for p in sys.path if p.endswith('lib-dynload')]
 site = [p for p in sys.path if p and os.path.isdir(p) and ('site-packages' in p or 'dist-packages' in p)]
-print(json.dumps({'executable': os.path.realpath(sys.executable), 'version': '%d.%d.%d' % sys.version_info[:3],
+names = set(getattr(sys, 'stdlib_module_names', ())) or set(sys.builtin_module_names) | {
+  n.split('.')[0] for d in stdlib + dynload if os.path.isdir(d) for n in os.listdir(d) if n.endswith(('.py', '.so')) or '.' not in n}
+print(json.dumps({'stdlibModuleNames': sorted(names), 'executable': os.path.realpath(sys.executable), 'version': '%d.%d.%d' % sys.version_info[:3],
   'prefix': sys.prefix, 'basePrefix': sys.base_prefix, 'stdlibPaths': sorted(stdlib) + dynload, 'sitePaths': site}))
 `;
 

@@ -576,3 +576,18 @@ describe('configuration errors are thrown', () => {
     await expect(codecall.execute('print(1)')).rejects.toMatchObject({ code: 'INTERPRETER_NOT_FOUND' });
   });
 });
+
+describe('module name', () => {
+  it('refuses a module name that would hide a standard library module', async () => {
+    const codecall = codecallWith({ moduleName: 'json' });
+    await expect(codecall.execute('print(1)')).rejects.toThrow(
+      /moduleName "json" is a module of Python's standard library/,
+    );
+  });
+
+  it('serves the tools under a configured module name', async () => {
+    const codecall = codecallWith({ moduleName: 'hermes_tools', tools: [add] });
+    const result = await codecall.execute('from hermes_tools import add\nprint(add(2, 3))');
+    expect(result.stdout).toBe('5\n');
+  });
+});
