@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { CodecallOptions } from '../engine/codecall.js';
 import { CodecallError } from '../engine/errors.js';
+import { parseMcpServers } from '../mcp/server-config.js';
 
 /** Name of the configuration file looked for in the current directory. */
 export const CONFIG_FILE_NAME = 'codecall.json';
@@ -71,6 +72,10 @@ export async function loadConfigFile(path: string | undefined): Promise<Codecall
       });
     }
     config[key] = resolve(base, value);
+  }
+  if (config.mcpServers !== undefined) {
+    // Relative `cwd` of stdio servers is relative to the file, like `workspace`.
+    config.mcpServers = parseMcpServers(config.mcpServers, { baseDirectory: base });
   }
   return config as CodecallOptions;
 }

@@ -55,6 +55,15 @@ export async function runDoctor(options: CodecallOptions, output: Writable): Pro
           `${codecall.moduleName} (no tools)`,
       );
     }
+    for (const { name, status } of await codecall.toolSources()) {
+      const state =
+        status.state === 'ready'
+          ? `ready (${status.toolCount} tool${status.toolCount === 1 ? '' : 's'})`
+          : status.state === 'failed'
+            ? `FAILED: ${status.error}`
+            : 'not connected';
+      line('mcp server', `${name}: ${state}`);
+    }
     line('limits', describeLimits(codecall.limits));
   } finally {
     await codecall.close();

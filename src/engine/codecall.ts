@@ -6,13 +6,17 @@ import {
   executeCodeInputSchema,
 } from '../codegen/execute-code-description.js';
 import { type GeneratedPythonModule, generatePythonModule } from '../codegen/python-module.js';
+import { type McpServerConfig, parseMcpServers } from '../mcp/server-config.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
 import type { LimitReason, SandboxMode, SandboxRunner } from '../sandbox/runner.js';
 import { createSandboxRunner } from '../sandbox/select-runner.js';
 import { resolveBuiltinTools } from '../tools/builtin-tool-sets.js';
-import type { RegisteredTool, ToolSource } from '../tools/registered-tool.js';
+import type { RegisteredTool, ToolSource, ToolSourceStatus } from '../tools/registered-tool.js';
 import { createToolRegistry, registerTool, type ToolRegistry } from '../tools/registry.js';
 import type { JsonSchema, Tool, ToolModuleDescriptor } from '../tools/types.js';
+
+export type { McpServerConfig } from '../mcp/server-config.js';
+
 import { CodecallError } from './errors.js';
 import { type Limits, resolveLimits } from './limits.js';
 import { materializeModule, readPythonFiles } from './module-cache.js';
@@ -24,16 +28,6 @@ import { defaultStateRoot, prepareStateDirectories, type StateDirectories } from
 export const DEFAULT_MODULE_NAME = 'tools';
 /** Default Python command; resolved once to the real interpreter. */
 export const DEFAULT_PYTHON = 'python3';
-
-/** Configuration of an upstream MCP server, in the format MCP clients use. */
-export type McpServerConfig =
-  | {
-      readonly command: string;
-      readonly args?: readonly string[];
-      readonly env?: Readonly<Record<string, string>>;
-      readonly cwd?: string;
-    }
-  | { readonly url: string; readonly headers?: Readonly<Record<string, string>> };
 
 /** Options of {@link createCodecall}. Every field is optional. */
 export interface CodecallOptions {
@@ -94,6 +88,8 @@ export interface Codecall {
   toolDefinition(): Promise<ExecuteCodeToolDefinition>;
   /** The generated Python module (what `codecall stubs` prints). */
   generateModule(): Promise<GeneratedPythonModule>;
+  /** Upstream MCP servers and their health (connects to them if not yet connected). */
+  toolSources(): Promise<readonly { readonly name: string; readonly status: ToolSourceStatus }[]>;
   /** The isolation runs get here (`bubblewrap` or `none`). */
   isolation(): Promise<'bubblewrap' | 'none'>;
   /** Kills every run in progress (status `aborted`) and closes upstream connections. */
@@ -171,7 +167,8 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
     generatePythonModule({ moduleName, tools: staticTools.map((tool) => tool.descriptor), modules: [] });
   }
   const stateRoot = resolvePath(options.stateDir ?? defaultStateRoot());
-  const mcpServers = options.mcpServers ?? {};
+  // Checked now (this imports no MCP SDK code), so a bad server entry is a configuration error at creation.
+  const mcpServers = parseMcpServers(options.mcpServers ?? {});
   const mcpServerNames = Object.keys(mcpServers);
 
   let closed = false;
@@ -336,6 +333,11 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
     },
     async generateModule() {
       return (await prepare()).generated;
+    },
+    async toolSources() {
+      await prepare().catch(() => undefined);
+      const sources = await getSources();
+      return sources.map((source) => ({ name: source.name, status: source.status() }));
     },
     async isolation() {
       runnerPromise ??= createSandboxRunner(sandbox);

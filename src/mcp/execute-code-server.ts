@@ -1,0 +1,165 @@
+import { readFile } from 'node:fs/promises';
+import type { Readable, Writable } from 'node:stream';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { CallToolResult, ImageContent, Tool as McpTool, TextContent } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import type { Codecall } from '../engine/codecall.js';
+import { formatResultForModel } from '../engine/format-result.js';
+import type { Artifact, ExecuteResult } from '../engine/result.js';
+import { CODECALL_VERSION } from './package-version.js';
+
+/** Images returned as MCP image content per call at most; further images stay listed in `structuredContent`. */
+export const MAX_IMAGE_CONTENTS = 10;
+/** Largest image file returned as MCP image content (base64 grows it by a third); larger ones stay listed only. */
+export const MAX_IMAGE_CONTENT_BYTES = 5 * 1024 * 1024;
+
+/** Image types MCP clients and model providers commonly accept as image content. */
+const IMAGE_CONTENT_MIME_TYPES: ReadonlySet<string> = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
+
+/** What the MCP server needs from a codecall: its tool definition and `execute`. */
+export type ExecuteCodeHost = Pick<Codecall, 'execute' | 'toolDefinition'>;
+
+/** Arguments of one `execute_code` call. A session `reset` flag will join `code` here. */
+interface ExecuteCodeArguments {
+  readonly code: string;
+}
+
+/**
+ * Creates the MCP server of one client connection: it lists `execute_code` (description from
+ * `codecall.toolDefinition()`, so it names the real functions and limits) and runs each call with `codecall.execute`.
+ * The response's text is `formatResultForModel(result)`, `isError` is set when the status is not `success`,
+ * `structuredContent` is the result object, and images the script left in its artifacts come back as image content.
+ * No `outputSchema` is declared: clients would then have to validate every result against it, and several show the
+ * model `structuredContent` in place of the text when one is declared.
+ */
+export function createExecuteCodeServer(codecall: ExecuteCodeHost): Server {
+  // The low-level Server (not McpServer) because the tool's description and JSON input schema come from the
+  // codecall asynchronously, after upstream servers are loaded.
+  const server = new Server({ name: 'codecall', version: CODECALL_VERSION }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    const definition = await codecall.toolDefinition();
+    const tool: McpTool = {
+      name: definition.name,
+      title: 'Run a Python script that calls tools',
+      description: definition.description,
+      inputSchema: definition.inputSchema as McpTool['inputSchema'],
+      annotations: { readOnlyHint: false, openWorldHint: true },
+    };
+    return { tools: [tool] };
+  });
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const definition = await codecall.toolDefinition();
+    if (request.params.name !== definition.name) {
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `unknown tool "${request.params.name}"; this server has "${definition.name}"`,
+      );
+    }
+    const parsed = parseArguments(definition.name, request.params.arguments);
+    if (typeof parsed === 'string') return errorResult(parsed);
+    let result: ExecuteResult;
+    try {
+      result = await codecall.execute(parsed.code, { signal: extra.signal });
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      if (extra.signal.aborted) return errorResult(`${definition.name} was cancelled: ${reason}`);
+      return errorResult(`codecall could not run the script: ${reason}`);
+    }
+    return toCallToolResult(result);
+  });
+  return server;
+}
+
+/**
+ * Renders an {@link ExecuteResult} as an MCP tool result: the model-facing text, then the images among the
+ * artifacts (at most {@link MAX_IMAGE_CONTENTS}, each at most {@link MAX_IMAGE_CONTENT_BYTES}), `isError` when the
+ * status is not `success`, and the whole result as `structuredContent`.
+ */
+export async function toCallToolResult(result: ExecuteResult): Promise<CallToolResult> {
+  const text: TextContent = { type: 'text', text: formatResultForModel(result) };
+  const images = await imageContents(result.artifacts ?? []);
+  return {
+    content: [text, ...images],
+    structuredContent: JSON.parse(JSON.stringify(result)) as Record<string, unknown>,
+    isError: result.status !== 'success',
+  };
+}
+
+/** Options of {@link serveStdio}; the defaults are the process's own stdin and stdout. */
+export interface ServeStdioOptions {
+  readonly input?: Readable | undefined;
+  readonly output?: Writable | undefined;
+}
+
+/** A running stdio MCP server. */
+export interface StdioExecuteCodeServer {
+  /** Resolves when the client has gone (stdin ended) or {@link StdioExecuteCodeServer.close} was called. */
+  readonly closed: Promise<void>;
+  /** Stops serving; the codecall itself stays open (close it after). */
+  close(): Promise<void>;
+}
+
+/**
+ * Serves `execute_code` over stdio (newline-delimited JSON-RPC on stdin/stdout), as MCP clients expect of a
+ * server they start themselves. Nothing else may write to stdout meanwhile. Resolves once serving; `closed`
+ * resolves when the client closes stdin, after which the caller closes the codecall.
+ */
+export async function serveStdio(
+  codecall: ExecuteCodeHost,
+  options: ServeStdioOptions = {},
+): Promise<StdioExecuteCodeServer> {
+  const input = options.input ?? process.stdin;
+  const output = options.output ?? process.stdout;
+  const server = createExecuteCodeServer(codecall);
+  const { promise: closed, resolve: markClosed } = promiseWithResolvers();
+  server.onclose = markClosed;
+  // The SDK's stdio transport does not notice the end of its input on its own.
+  const closeOnEnd = (): void => {
+    void server.close();
+  };
+  input.once('end', closeOnEnd);
+  input.once('close', closeOnEnd);
+  await server.connect(new StdioServerTransport(input, output));
+  return {
+    closed,
+    async close() {
+      input.off('end', closeOnEnd);
+      input.off('close', closeOnEnd);
+      await server.close();
+      await closed;
+    },
+  };
+}
+
+function parseArguments(toolName: string, args: Record<string, unknown> | undefined): ExecuteCodeArguments | string {
+  const code = args?.code;
+  if (typeof code !== 'string') {
+    return `${toolName}: argument 'code' must be a string holding the Python script to run (got ${code === undefined ? 'nothing' : typeof code})`;
+  }
+  return { code };
+}
+
+function errorResult(message: string): CallToolResult {
+  return { content: [{ type: 'text', text: message }], isError: true };
+}
+
+async function imageContents(artifacts: readonly Artifact[]): Promise<ImageContent[]> {
+  const images: ImageContent[] = [];
+  for (const artifact of artifacts) {
+    if (images.length >= MAX_IMAGE_CONTENTS) break;
+    if (!IMAGE_CONTENT_MIME_TYPES.has(artifact.mimeType) || artifact.bytes > MAX_IMAGE_CONTENT_BYTES) continue;
+    const bytes = await readFile(artifact.path).catch(() => undefined);
+    if (bytes === undefined || bytes.length > MAX_IMAGE_CONTENT_BYTES) continue;
+    images.push({ type: 'image', data: bytes.toString('base64'), mimeType: artifact.mimeType });
+  }
+  return images;
+}
+
+function promiseWithResolvers(): { promise: Promise<void>; resolve: () => void } {
+  let resolve: () => void = () => undefined;
+  const promise = new Promise<void>((settle) => {
+    resolve = settle;
+  });
+  return { promise, resolve };
+}

@@ -1,0 +1,237 @@
+import { randomUUID } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { extname, join } from 'node:path';
+import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/sdk/types.js';
+
+/** Where and for whom an upstream result's files are saved. */
+export interface UpstreamResultContext {
+  /** Configured server name (part of saved file names). */
+  readonly server: string;
+  /** Tool name as the server knows it (part of saved file names). */
+  readonly tool: string;
+  /** Directory of the run's artifacts; created when a file must be saved. */
+  readonly artifactsDir: string;
+}
+
+/** What the script receives in place of an image, an audio clip or an embedded resource: a file it can open. */
+export interface SavedContentFile {
+  readonly type: 'image' | 'audio' | 'resource';
+  /** Absolute path of the saved file. */
+  readonly path: string;
+  readonly mimeType: string;
+  /** The resource's URI (embedded resources only). */
+  readonly uri?: string;
+}
+
+/** Nesting depth past which structured content is returned unchanged instead of searched for media blocks. */
+const MAX_STRUCTURED_SEARCH_DEPTH = 64;
+/** Longest part of a tool or server name kept in a saved file's name. */
+const MAX_FILE_NAME_PART_CHARACTERS = 40;
+
+const EXTENSION_BY_MIME_TYPE: Readonly<Record<string, string>> = {
+  'image/png': '.png',
+  'image/jpeg': '.jpg',
+  'image/gif': '.gif',
+  'image/webp': '.webp',
+  'image/svg+xml': '.svg',
+  'image/bmp': '.bmp',
+  'image/tiff': '.tiff',
+  'audio/wav': '.wav',
+  'audio/x-wav': '.wav',
+  'audio/wave': '.wav',
+  'audio/mpeg': '.mp3',
+  'audio/mp3': '.mp3',
+  'audio/ogg': '.ogg',
+  'audio/flac': '.flac',
+  'audio/mp4': '.m4a',
+  'audio/webm': '.webm',
+  'application/pdf': '.pdf',
+  'application/json': '.json',
+  'application/xml': '.xml',
+  'text/plain': '.txt',
+  'text/markdown': '.md',
+  'text/html': '.html',
+  'text/csv': '.csv',
+};
+
+/**
+ * Turns a successful `tools/call` result into the value the script receives:
+ * - `structuredContent` when present (any image/audio/resource block embedded in it, as server-filesystem's
+ *   `read_media_file` does, is replaced by the dict of its saved file);
+ * - otherwise, when every content block is text: the texts joined with newlines, parsed when they form a JSON
+ *   object or array, else the text itself; no content at all gives `None`;
+ * - otherwise one non-text block alone gives its dict, and a mix gives a list in the server's order (texts as
+ *   strings, each parsed when it is a JSON object or array).
+ * Images, audio and embedded resources are always saved as files in `artifactsDir` and appear as
+ * `{ "type": "image", "path": ..., "mimeType": ... }` (resources also carry their `uri`); resource links are
+ * returned as their own small dicts.
+ */
+export async function convertUpstreamResult(result: CallToolResult, context: UpstreamResultContext): Promise<unknown> {
+  const files = new SavedFiles(context);
+  const content = Array.isArray(result.content) ? result.content : [];
+  if (result.structuredContent !== undefined) {
+    for (const block of content) {
+      if (isSavableBlock(block)) await files.save(block);
+    }
+    return replaceEmbeddedBlocks(result.structuredContent, files, 0);
+  }
+  if (content.length === 0) return null;
+  if (content.every((block) => block.type === 'text')) {
+    return parseJsonText(content.map((block) => (block.type === 'text' ? block.text : '')).join('\n'));
+  }
+  const values: unknown[] = [];
+  for (const block of content) values.push(await convertBlock(block, files));
+  return values.length === 1 ? values[0] : values;
+}
+
+/** Text of an error result (`isError: true`), for the ToolError the script sees. */
+export function errorTextOf(result: CallToolResult): string {
+  const content = Array.isArray(result.content) ? result.content : [];
+  const text = content
+    .map((block) => (block.type === 'text' ? block.text : ''))
+    .filter((part) => part !== '')
+    .join('\n')
+    .trim();
+  if (text !== '') return text;
+  if (result.structuredContent !== undefined) return JSON.stringify(result.structuredContent);
+  return 'the tool reported an error without a message';
+}
+
+async function convertBlock(block: ContentBlock, files: SavedFiles): Promise<unknown> {
+  switch (block.type) {
+    case 'text':
+      return parseJsonText(block.text);
+    case 'image':
+    case 'audio':
+    case 'resource':
+      return files.save(block);
+    case 'resource_link':
+      return {
+        type: 'resource_link',
+        uri: block.uri,
+        name: block.name,
+        ...(block.mimeType === undefined ? {} : { mimeType: block.mimeType }),
+        ...(block.description === undefined ? {} : { description: block.description }),
+      };
+    default:
+      return block;
+  }
+}
+
+type SavableBlock = Extract<ContentBlock, { type: 'image' | 'audio' | 'resource' }>;
+
+function isSavableBlock(block: ContentBlock): block is SavableBlock {
+  return block.type === 'image' || block.type === 'audio' || block.type === 'resource';
+}
+
+// Structured content may mirror the content blocks, base64 data and all; a script can only use them as files.
+async function replaceEmbeddedBlocks(value: unknown, files: SavedFiles, depth: number): Promise<unknown> {
+  if (depth > MAX_STRUCTURED_SEARCH_DEPTH || typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) {
+    const items: unknown[] = [];
+    for (const item of value) items.push(await replaceEmbeddedBlocks(item, files, depth + 1));
+    return items;
+  }
+  const block = asEmbeddedBlock(value);
+  if (block !== undefined) return files.save(block);
+  const copy: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) copy[key] = await replaceEmbeddedBlocks(item, files, depth + 1);
+  return copy;
+}
+
+function asEmbeddedBlock(value: object): SavableBlock | undefined {
+  const candidate = value as Record<string, unknown>;
+  if (
+    (candidate.type === 'image' || candidate.type === 'audio') &&
+    typeof candidate.data === 'string' &&
+    typeof candidate.mimeType === 'string'
+  ) {
+    return candidate as SavableBlock;
+  }
+  if (candidate.type === 'resource' && typeof candidate.resource === 'object' && candidate.resource !== null) {
+    const resource = candidate.resource as Record<string, unknown>;
+    if (typeof resource.uri === 'string' && (typeof resource.blob === 'string' || typeof resource.text === 'string')) {
+      return candidate as SavableBlock;
+    }
+  }
+  return undefined;
+}
+
+function parseJsonText(text: string): unknown {
+  const trimmed = text.trim();
+  // Only objects and arrays: a tool that answers "42" or "true" in prose still means a string.
+  if (!(trimmed.startsWith('{') || trimmed.startsWith('['))) return text;
+  try {
+    return JSON.parse(trimmed);
+  } catch {
+    return text;
+  }
+}
+
+/** Saves media blocks of one result, once each even when they appear both in content and structured content. */
+class SavedFiles {
+  readonly #context: UpstreamResultContext;
+  readonly #saved = new Map<string, Promise<SavedContentFile>>();
+  #directoryReady: Promise<unknown> | undefined;
+
+  constructor(context: UpstreamResultContext) {
+    this.#context = context;
+  }
+
+  save(block: SavableBlock): Promise<SavedContentFile> {
+    const key = identityOf(block);
+    let saved = this.#saved.get(key);
+    if (saved === undefined) {
+      saved = this.#write(block);
+      this.#saved.set(key, saved);
+    }
+    return saved;
+  }
+
+  async #write(block: SavableBlock): Promise<SavedContentFile> {
+    this.#directoryReady ??= mkdir(this.#context.artifactsDir, { recursive: true });
+    await this.#directoryReady;
+    if (block.type === 'resource') {
+      const resource = block.resource;
+      const isBlob = 'blob' in resource;
+      const mimeType = resource.mimeType ?? (isBlob ? 'application/octet-stream' : 'text/plain');
+      const bytes = isBlob ? Buffer.from(resource.blob, 'base64') : Buffer.from(resource.text, 'utf8');
+      const path = await this.#writeFile(bytes, extensionOf(mimeType, resource.uri));
+      return { type: 'resource', uri: resource.uri, path, mimeType };
+    }
+    const path = await this.#writeFile(Buffer.from(block.data, 'base64'), extensionOf(block.mimeType, undefined));
+    return { type: block.type, path, mimeType: block.mimeType };
+  }
+
+  async #writeFile(bytes: Buffer, extension: string): Promise<string> {
+    const { server, tool, artifactsDir } = this.#context;
+    const name = `${fileNamePart(server)}-${fileNamePart(tool)}-${randomUUID().slice(0, 8)}${extension}`;
+    const path = join(artifactsDir, name);
+    await writeFile(path, bytes, { flag: 'wx' });
+    return path;
+  }
+}
+
+function identityOf(block: SavableBlock): string {
+  if (block.type === 'resource') {
+    const resource = block.resource;
+    const body = 'blob' in resource ? `blob:${resource.blob}` : `text:${resource.text}`;
+    return `resource\u0000${resource.uri}\u0000${body}`;
+  }
+  return `${block.type}\u0000${block.mimeType}\u0000${block.data}`;
+}
+
+function extensionOf(mimeType: string, uri: string | undefined): string {
+  const known = EXTENSION_BY_MIME_TYPE[mimeType.toLowerCase().split(';')[0]?.trim() ?? ''];
+  if (known !== undefined) return known;
+  if (uri !== undefined) {
+    const fromUri = extname(uri.split(/[?#]/)[0] ?? '');
+    if (/^\.[A-Za-z0-9]{1,10}$/.test(fromUri)) return fromUri;
+  }
+  return '.bin';
+}
+
+function fileNamePart(text: string): string {
+  const safe = text.replace(/[^A-Za-z0-9_-]+/g, '_').slice(0, MAX_FILE_NAME_PART_CHARACTERS);
+  return safe === '' ? 'tool' : safe;
+}

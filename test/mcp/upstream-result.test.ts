@@ -1,0 +1,110 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { convertUpstreamResult, errorTextOf } from '../../src/mcp/upstream-result.js';
+import { TINY_PNG_BASE64 } from './mcp-test-servers.js';
+
+const directory = mkdtempSync(join(tmpdir(), 'codecall-mcp-result-'));
+let counter = 0;
+
+function convert(result: CallToolResult): Promise<unknown> {
+  counter += 1;
+  return convertUpstreamResult(result, {
+    server: 'srv',
+    tool: 'get-tiny-image',
+    artifactsDir: join(directory, `run-${counter}`),
+  });
+}
+
+afterAll(() => {
+  rmSync(directory, { recursive: true, force: true });
+});
+
+const image = { type: 'image' as const, data: TINY_PNG_BASE64, mimeType: 'image/png' };
+
+describe('convertUpstreamResult', () => {
+  it('prefers structuredContent', async () => {
+    expect(await convert({ content: [{ type: 'text', text: 'ignored' }], structuredContent: { sum: 5 } })).toEqual({
+      sum: 5,
+    });
+  });
+
+  it('parses text that is a JSON object or array, and keeps other text as it is', async () => {
+    expect(await convert({ content: [{ type: 'text', text: ' {"a": 1} ' }] })).toEqual({ a: 1 });
+    expect(await convert({ content: [{ type: 'text', text: '[1, 2]' }] })).toEqual([1, 2]);
+    expect(await convert({ content: [{ type: 'text', text: '42' }] })).toBe('42');
+    expect(await convert({ content: [{ type: 'text', text: '{not json' }] })).toBe('{not json');
+    expect(await convert({ content: [] })).toBeNull();
+  });
+
+  it('joins several text parts with newlines before parsing', async () => {
+    expect(
+      await convert({
+        content: [
+          { type: 'text', text: 'line one' },
+          { type: 'text', text: 'line two' },
+        ],
+      }),
+    ).toBe('line one\nline two');
+    expect(
+      await convert({
+        content: [
+          { type: 'text', text: '[1,' },
+          { type: 'text', text: '2]' },
+        ],
+      }),
+    ).toEqual([1, 2]);
+  });
+
+  it('saves an image as a file and returns a small dict with its path', async () => {
+    const saved = (await convert({ content: [image] })) as { type: string; path: string; mimeType: string };
+    expect(saved).toEqual({
+      type: 'image',
+      path: expect.stringMatching(/srv-get-tiny-image-[0-9a-f]{8}\.png$/),
+      mimeType: 'image/png',
+    });
+    expect(readFileSync(saved.path)).toEqual(Buffer.from(TINY_PNG_BASE64, 'base64'));
+  });
+
+  it('saves audio and embedded resources (text and blob), and returns resource links as dicts', async () => {
+    const values = (await convert({
+      content: [
+        { type: 'text', text: '{"caption": true}' },
+        { type: 'audio', data: Buffer.from('RIFF').toString('base64'), mimeType: 'audio/wav' },
+        { type: 'resource', resource: { uri: 'file:///data/table.csv', text: 'a,b\n1,2\n' } },
+        { type: 'resource', resource: { uri: 'memo://blob', blob: Buffer.from([1, 2, 3]).toString('base64') } },
+        { type: 'resource_link', uri: 'file:///x.md', name: 'x.md' },
+      ],
+    })) as Record<string, unknown>[];
+    expect(values[0]).toEqual({ caption: true });
+    expect(values[1]).toMatchObject({ type: 'audio', mimeType: 'audio/wav' });
+    expect(String(values[1]?.path).endsWith('.wav')).toBe(true);
+    expect(values[2]).toMatchObject({ type: 'resource', uri: 'file:///data/table.csv', mimeType: 'text/plain' });
+    expect(readFileSync(String(values[2]?.path), 'utf8')).toBe('a,b\n1,2\n');
+    expect(String(values[2]?.path).endsWith('.txt')).toBe(true);
+    expect(values[3]).toMatchObject({ type: 'resource', uri: 'memo://blob', mimeType: 'application/octet-stream' });
+    expect([...readFileSync(String(values[3]?.path))]).toEqual([1, 2, 3]);
+    expect(values[4]).toEqual({ type: 'resource_link', uri: 'file:///x.md', name: 'x.md' });
+  });
+
+  it('replaces media blocks mirrored in structuredContent by their saved file, saving each once', async () => {
+    const artifactsDir = join(directory, 'mirrored');
+    const result = (await convertUpstreamResult(
+      { content: [image], structuredContent: { content: [image], note: 'kept' } },
+      { server: 'fs', tool: 'read_media_file', artifactsDir },
+    )) as { content: Record<string, unknown>[]; note: string };
+    expect(result.note).toBe('kept');
+    expect(result.content[0]).toMatchObject({ type: 'image', mimeType: 'image/png' });
+    expect(result.content[0]).not.toHaveProperty('data');
+    expect(readdirSync(artifactsDir)).toHaveLength(1);
+  });
+});
+
+describe('errorTextOf', () => {
+  it('gives the text of an error result, or a fallback', () => {
+    expect(errorTextOf({ content: [{ type: 'text', text: 'bad path' }], isError: true })).toBe('bad path');
+    expect(errorTextOf({ content: [], isError: true })).toBe('the tool reported an error without a message');
+  });
+});
