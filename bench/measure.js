@@ -1,5 +1,7 @@
 // Shared helpers of the benchmarks: medians, bare interpreter spawns, and the plain JSON echo baseline.
 import { spawn } from 'node:child_process';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 
 /** Median of a list of numbers. */
 export function median(values) {
@@ -83,4 +85,91 @@ export function plainJsonEchoMicroseconds(executable, calls) {
 /** Formats a ratio with two decimals. */
 export function ratio(value, baseline) {
   return `${(value / baseline).toFixed(2)}×`;
+}
+
+/**
+ * Starts `count` processes at once (same stdio layout as codecall) and waits for all; resolves { ms, failures }.
+ * The baseline of concurrent runs: the same number of bare interpreters.
+ */
+export async function timeConcurrentSpawns(command, args, count) {
+  const started = performance.now();
+  const outcomes = await Promise.allSettled(Array.from({ length: count }, () => timeSpawn(command, args)));
+  return {
+    ms: performance.now() - started,
+    failures: outcomes.filter((outcome) => outcome.status === 'rejected').length,
+  };
+}
+
+/** The host's resident memory, sampled while `work` runs, minus the memory before; resolves the peak growth in bytes. */
+export async function peakResidentGrowth(work, sampleAfterMs) {
+  const before = process.memoryUsage().rss;
+  let peak = before;
+  const sample = () => {
+    peak = Math.max(peak, process.memoryUsage().rss);
+  };
+  const timer = setInterval(sample, 20);
+  const sampled = new Promise((resolve) => setTimeout(resolve, sampleAfterMs));
+  const running = work();
+  await sampled;
+  sample();
+  await running;
+  clearInterval(timer);
+  return peak - before;
+}
+
+/**
+ * A bare interpreter started the way the bubblewrap runner starts scripts — bwrap with exactly the runner's flags
+ * (namespaces, mounts, seccomp, sized tmpfs, empty environment, unprivileged user) — but without codecall around it:
+ * no cgroups, tool channel, boot script or output capture. Returns a function that times one such launch in ms.
+ */
+export async function bareBubblewrapLauncher({ interpreter, root, limits }) {
+  const { createBubblewrapRunner } = await import('../dist/sandbox/bubblewrap-runner.js');
+  const { buildScriptEnvironment } = await import('../dist/sandbox/environment.js');
+  const runner = await createBubblewrapRunner({ cgroups: false });
+  mkdirSync(root, { recursive: true, mode: 0o711 });
+  let count = 0;
+  return async (pythonArguments = ['-S', '-c', 'pass']) => {
+    count += 1;
+    const workDir = join(root, String(count));
+    mkdirSync(workDir, { mode: 0o700 });
+    mkdirSync(join(workDir, 'tmp'), { mode: 0o700 });
+    const started = performance.now();
+    const { plan, containment } = await runner.prepare({
+      runId: `bare${count}`,
+      interpreter,
+      pythonArguments,
+      workDir,
+      readOnlyPaths: [],
+      environment: buildScriptEnvironment({
+        workDir,
+        tmpDir: join(workDir, 'tmp'),
+        artifactsDir: join(workDir, 'artifacts'),
+        pythonPath: interpreter.sitePaths,
+        limits,
+      }),
+      limits,
+      network: false,
+    });
+    const child = spawn(plan.command, plan.args, {
+      cwd: plan.cwd,
+      env: plan.environment,
+      detached: true,
+      // Slot 3 is the tool channel in codecall runs; the runner's descriptors start at 4.
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe', ...(plan.inheritedFileDescriptors ?? [])],
+      uid: plan.uid,
+      gid: plan.gid,
+    });
+    await containment?.afterSpawn?.(child.pid);
+    child.stdout.resume();
+    child.stderr.resume();
+    const code = await new Promise((resolve, reject) => {
+      child.once('error', reject);
+      child.once('exit', resolve);
+    });
+    const elapsed = performance.now() - started;
+    await containment?.dispose?.();
+    rmSync(workDir, { recursive: true, force: true });
+    if (code !== 0) throw new Error(`bare bwrap launch exited with ${code}`);
+    return elapsed;
+  };
 }

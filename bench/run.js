@@ -1,35 +1,85 @@
-// `npm run bench`: every figure next to its baseline, measured in the same run. Prints one table.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// `npm run bench`: every figure next to its baseline, measured in the same run. Prints one table and writes
+// bench/results.json. Environment: BENCH_RUNS (default 30) and BENCH_CALLS (default 5000) scale the repetitions.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createCodecall, defineTool, resolvePythonInterpreter } from '../dist/index.js';
-import { median, plainJsonEchoMicroseconds, ratio, timeSpawn } from './measure.js';
+import {
+  createCodecall,
+  defineTool,
+  generatePythonModule,
+  resolveLimits,
+  resolvePythonInterpreter,
+} from '../dist/index.js';
+import {
+  bareBubblewrapLauncher,
+  median,
+  peakResidentGrowth,
+  plainJsonEchoMicroseconds,
+  ratio,
+  timeConcurrentSpawns,
+  timeSpawn,
+} from './measure.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 30);
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000);
+const CELLS = 20 * RUNS;
+const CONCURRENT_RUNS = 64;
+const PARALLEL_CALLS = 100;
+const TOOL_DELAY_MS = 100;
+const GENERATED_TOOLS = 500;
+/** Pause between warm-pool runs, so the pool has replaced the interpreter the last run took. */
+const POOL_REFILL_PAUSE_MS = 150;
+
+const benchStarted = performance.now();
 const stateDir = mkdtempSync(join(tmpdir(), 'codecall-bench-'));
 const rows = [];
-const row = (figure, value, baseline, baselineName) =>
+/** One line of the table: the figure, its baseline measured in the same run, and the target of issue 5 if any. */
+const row = ({ figure, value, unit, digits = 1, baseline, baselineName, target, met }) =>
   rows.push({
-    figure,
-    value,
-    baseline: baselineName ? `${baseline} (${baselineName})` : '',
-    ratio: baselineName ? ratio(parseFloat(value), parseFloat(baseline)) : '',
+    figure: `${figure} (${unit})`,
+    value: value.toFixed(digits),
+    baseline: baselineName ? `${baseline.toFixed(digits)} (${baselineName})` : '',
+    ratio: baselineName ? ratio(value, baseline) : '',
+    target: target ?? '',
+    met: target === undefined ? '' : met ? 'yes' : 'NO',
+    raw: { value, baseline, unit },
   });
+const print = (...parts) => process.stderr.write(`${parts.join(' ')}\n`);
 
 const interpreter = await resolvePythonInterpreter('python3');
+const sleep = (milliseconds) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 const echo = defineTool({
   name: 'echo',
   description: 'Returns its arguments.',
   inputSchema: { type: 'object', properties: { value: {} } },
   execute: async (args) => args,
 });
-const codecall = createCodecall({ sandbox: 'none', tools: [echo], stateDir, limits: { maxToolCalls: CALLS + 1_000 } });
+const wait = defineTool({
+  name: 'wait_100ms',
+  description: 'Answers after 100 ms.',
+  inputSchema: { type: 'object', properties: { index: { type: 'integer' } } },
+  execute: async ({ index }) => {
+    await sleep(TOOL_DELAY_MS);
+    return index;
+  },
+});
+const codecall = createCodecall({
+  sandbox: 'none',
+  tools: [echo, wait],
+  stateDir,
+  limits: { maxToolCalls: CALLS + 1_000, maxProcesses: 256 },
+});
+const expectSuccess = (result) => {
+  if (result.status !== 'success') throw new Error(`run failed: ${JSON.stringify(result)}`);
+  return result;
+};
 
 // Cold print(1), isolation none, alternating with a bare interpreter spawned the same way (same flags).
+print('cold runs…');
 await codecall.execute('print(1)');
 await timeSpawn(interpreter.executable, ['-S', '-c', 'pass']);
 const cold = [];
+const coldOneCall = [];
 const bareSameFlags = [];
 const bareDefault = [];
 for (let run = 0; run < RUNS; run += 1) {
@@ -38,32 +88,361 @@ for (let run = 0; run < RUNS; run += 1) {
   cold.push(performance.now() - started);
   if (result.stdout !== '1\n') throw new Error(`unexpected output ${JSON.stringify(result.stdout)}`);
   bareSameFlags.push(await timeSpawn(interpreter.executable, ['-S', '-c', 'pass']));
-  started = performance.now();
   bareDefault.push(await timeSpawn(interpreter.executable, ['-c', 'pass']));
+  started = performance.now();
+  expectSuccess(await codecall.execute('from tools import echo\necho(value=1)'));
+  coldOneCall.push(performance.now() - started);
 }
-row('cold print(1), none (ms)', median(cold).toFixed(1), median(bareSameFlags).toFixed(1), 'bare python -S -c pass');
-row('cold print(1), none (ms)', median(cold).toFixed(1), median(bareDefault).toFixed(1), 'bare python -c pass');
+row({
+  figure: 'cold print(1), none',
+  unit: 'ms',
+  value: median(cold),
+  baseline: median(bareSameFlags),
+  baselineName: 'bare python -S -c pass',
+});
+row({
+  figure: 'cold print(1), none',
+  unit: 'ms',
+  value: median(cold),
+  baseline: median(bareDefault),
+  baselineName: 'bare python -c pass',
+});
+row({
+  figure: 'cold run with one tool call, none',
+  unit: 'ms',
+  value: median(coldOneCall),
+  baseline: median(cold),
+  baselineName: 'cold print(1)',
+});
 
-// Sequential tool calls: µs per round trip measured inside the script, next to a plain JSON echo.
+// Cold print(1) under bubblewrap, next to the same interpreter started by bwrap with the runner's own flags.
+const { probeSandbox } = await import('../dist/sandbox/bubblewrap-probe.js').catch(() => ({}));
+const probe = probeSandbox ? await probeSandbox() : undefined;
+if (probe?.bubblewrap.available) {
+  print('bubblewrap runs…');
+  const sandboxed = createCodecall({ sandbox: 'bubblewrap', stateDir: join(stateDir, 'sandboxed') });
+  const bare = await bareBubblewrapLauncher({
+    interpreter,
+    root: join(stateDir, 'bare-bwrap'),
+    limits: resolveLimits({}),
+  });
+  await sandboxed.execute('print(1)');
+  await bare();
+  const sandboxedRuns = [];
+  const bareRuns = [];
+  for (let run = 0; run < RUNS; run += 1) {
+    const started = performance.now();
+    const result = await sandboxed.execute('print(1)');
+    sandboxedRuns.push(performance.now() - started);
+    if (result.stdout !== '1\n') throw new Error(`unexpected output ${JSON.stringify(result)}`);
+    bareRuns.push(await bare());
+  }
+  await sandboxed.close();
+  row({
+    figure: 'cold print(1), bubblewrap',
+    unit: 'ms',
+    value: median(sandboxedRuns),
+    baseline: median(bareRuns),
+    baselineName: 'bare python -S -c pass in bwrap, same flags',
+    target: '≤ 1.25× baseline',
+    met: median(sandboxedRuns) <= 1.25 * median(bareRuns),
+  });
+} else {
+  rows.push({
+    figure: 'cold print(1), bubblewrap (ms)',
+    value: 'skipped',
+    baseline: `bubblewrap unavailable: ${probe?.bubblewrap.reason ?? 'no bubblewrap runner'}`,
+    ratio: '',
+    target: '',
+    met: '',
+  });
+}
+
+// Warm pool: print(1) in an interpreter started ahead, next to a bare interpreter start.
+print('warm pool…');
+const pooled = createCodecall({ sandbox: 'none', stateDir: join(stateDir, 'pooled'), pool: { size: 2 } });
+await pooled.execute('print(1)');
+const warm = [];
+const bareForWarm = [];
+for (let run = 0; run < RUNS; run += 1) {
+  await sleep(POOL_REFILL_PAUSE_MS);
+  const started = performance.now();
+  const result = await pooled.execute('print(1)');
+  warm.push(performance.now() - started);
+  if (result.stdout !== '1\n') throw new Error(`unexpected output ${JSON.stringify(result)}`);
+  bareForWarm.push(await timeSpawn(interpreter.executable, ['-S', '-c', 'pass']));
+}
+await pooled.close();
+row({
+  figure: 'warm-pool print(1), none',
+  unit: 'ms',
+  digits: 2,
+  value: median(warm),
+  baseline: median(bareForWarm),
+  baselineName: 'bare python -S -c pass',
+  target: '≤ 3 ms',
+  met: median(warm) <= 3,
+});
+
+// Sequential tool calls (µs per round trip measured inside the script) and session cells, next to a plain JSON echo.
+print('tool calls and cells…');
 const roundTrips = [];
 const echoes = [];
 for (let run = 0; run < 5; run += 1) {
-  const result = await codecall.execute(
-    `import time\nfrom tools import echo\nfor i in range(200):\n    echo(value=i)\nstart = time.perf_counter()\nfor i in range(${CALLS}):\n    echo(value=i)\nprint((time.perf_counter() - start) / ${CALLS} * 1e6)`,
+  const result = expectSuccess(
+    await codecall.execute(
+      `import time\nfrom tools import echo\nfor i in range(200):\n    echo(value=i)\nstart = time.perf_counter()\nfor i in range(${CALLS}):\n    echo(value=i)\nprint((time.perf_counter() - start) / ${CALLS} * 1e6)`,
+    ),
   );
-  if (result.status !== 'success') throw new Error(result.stderr);
   roundTrips.push(Number(result.stdout));
   echoes.push(await plainJsonEchoMicroseconds(interpreter.executable, CALLS));
 }
-row('sequential tool call (µs)', median(roundTrips).toFixed(1), median(echoes).toFixed(1), 'plain JSON echo');
+const session = codecall.session();
+expectSuccess(await session.execute('counter = 0'));
+for (let cell = 0; cell < 200; cell += 1) await session.execute('counter += 1');
+const cells = [];
+for (let cell = 0; cell < CELLS; cell += 1) {
+  const started = performance.now();
+  await session.execute('counter += 1');
+  cells.push(performance.now() - started);
+}
+if ((await session.execute('print(counter)')).stdout !== `${CELLS + 200}\n`) throw new Error('session lost a cell');
+await session.close();
+row({
+  figure: 'sequential tool call',
+  unit: 'µs',
+  value: median(roundTrips),
+  baseline: median(echoes),
+  baselineName: 'plain JSON echo',
+  target: '≤ 60 µs and ≤ echo',
+  met: median(roundTrips) <= 60 && median(roundTrips) <= median(echoes),
+});
+row({
+  figure: 'session cell (counter += 1)',
+  unit: 'ms',
+  digits: 3,
+  value: median(cells),
+  baseline: median(echoes) / 1_000,
+  baselineName: 'plain JSON echo round trip',
+  target: '≤ 0.2 ms',
+  met: median(cells) <= 0.2,
+});
+
+// 100 parallel calls of a 100 ms tool, with asyncio and with threads, next to one call of it.
+print('parallel calls…');
+const single = [];
+const gathered = [];
+const threaded = [];
+for (let run = 0; run < 5; run += 1) {
+  single.push(
+    Number(
+      expectSuccess(
+        await codecall.execute(
+          'import time\nfrom tools import wait_100ms\nstart = time.perf_counter()\nwait_100ms(index=0)\nprint((time.perf_counter() - start) * 1e3)',
+        ),
+      ).stdout,
+    ),
+  );
+  gathered.push(
+    Number(
+      expectSuccess(
+        await codecall.execute(
+          [
+            'import asyncio, time',
+            'import tools.aio as aio',
+            'async def main():',
+            `    return await asyncio.gather(*(aio.wait_100ms(index=i) for i in range(${PARALLEL_CALLS})))`,
+            'start = time.perf_counter()',
+            `assert asyncio.run(main()) == list(range(${PARALLEL_CALLS}))`,
+            'print((time.perf_counter() - start) * 1e3)',
+          ].join('\n'),
+        ),
+      ).stdout,
+    ),
+  );
+  threaded.push(
+    Number(
+      expectSuccess(
+        await codecall.execute(
+          [
+            'import time',
+            'from concurrent.futures import ThreadPoolExecutor',
+            'from tools import wait_100ms',
+            'start = time.perf_counter()',
+            `with ThreadPoolExecutor(${PARALLEL_CALLS}) as pool:`,
+            `    assert list(pool.map(lambda i: wait_100ms(index=i), range(${PARALLEL_CALLS}))) == list(range(${PARALLEL_CALLS}))`,
+            'print((time.perf_counter() - start) * 1e3)',
+          ].join('\n'),
+        ),
+      ).stdout,
+    ),
+  );
+}
+for (const [figure, values] of [
+  [`${PARALLEL_CALLS} parallel 100 ms calls, asyncio`, gathered],
+  [`${PARALLEL_CALLS} parallel 100 ms calls, threads`, threaded],
+]) {
+  row({
+    figure,
+    unit: 'ms',
+    value: median(values),
+    baseline: median(single),
+    baselineName: 'one call',
+    target: '≤ 200 ms',
+    met: median(values) <= 200,
+  });
+}
+
+// 64 concurrent cold runs: throughput and failures, next to 64 concurrent bare interpreters; host memory per run.
+print('concurrent runs…');
+const throughput = [];
+const bareThroughput = [];
+let failures = 0;
+for (let round = 0; round < 3; round += 1) {
+  const started = performance.now();
+  const results = await Promise.all(
+    Array.from({ length: CONCURRENT_RUNS }, () => codecall.execute('print(1)').catch((error) => ({ error }))),
+  );
+  throughput.push(CONCURRENT_RUNS / ((performance.now() - started) / 1_000));
+  failures += results.filter((result) => result.status !== 'success' || result.stdout !== '1\n').length;
+  const bare = await timeConcurrentSpawns(interpreter.executable, ['-S', '-c', 'pass'], CONCURRENT_RUNS);
+  bareThroughput.push(CONCURRENT_RUNS / (bare.ms / 1_000));
+}
+row({
+  figure: `${CONCURRENT_RUNS} concurrent runs`,
+  unit: 'runs/s',
+  digits: 0,
+  value: median(throughput),
+  baseline: median(bareThroughput),
+  baselineName: `${CONCURRENT_RUNS} concurrent bare pythons`,
+});
+row({
+  figure: `${CONCURRENT_RUNS} concurrent runs, failures`,
+  unit: 'count',
+  digits: 0,
+  value: failures,
+  baseline: 0,
+  baselineName: 'expected',
+  target: '0',
+  met: failures === 0,
+});
+rows.at(-1).ratio = '';
+const perRun = await peakResidentGrowth(
+  () => Promise.all(Array.from({ length: CONCURRENT_RUNS }, () => codecall.execute('import time\ntime.sleep(1)'))),
+  700,
+);
+const perBare = await peakResidentGrowth(
+  () => timeConcurrentSpawns(interpreter.executable, ['-S', '-c', 'import time; time.sleep(1)'], CONCURRENT_RUNS),
+  700,
+);
+row({
+  figure: 'host memory per concurrent run',
+  unit: 'KiB',
+  digits: 0,
+  value: perRun / CONCURRENT_RUNS / 1024,
+  baseline: perBare / CONCURRENT_RUNS / 1024,
+  baselineName: 'per bare child process',
+});
+
+// Codegen for 500 tools, and importing the generated module in a fresh interpreter.
+print('codegen…');
+const manyTools = Array.from({ length: GENERATED_TOOLS }, (_, index) => ({
+  name: `tool_${index}`,
+  description: `Tool number ${index}: reads the given path and returns what it found, as a dict.`,
+  inputSchema: {
+    type: 'object',
+    properties: {
+      path: { type: 'string', description: 'File to read.' },
+      limit: { type: 'integer', minimum: 1, description: 'Most lines to return.' },
+      mode: { enum: ['fast', 'thorough'] },
+      tags: { type: 'array', items: { type: 'string' } },
+      options: { type: 'object', properties: { deep: { type: 'boolean' } } },
+    },
+    required: ['path'],
+  },
+  outputSchema: { type: 'object', properties: { ok: { type: 'boolean' }, lines: { type: 'array' } } },
+}));
+const codegen = [];
+const jsonRoundTrips = [];
+for (let run = 0; run < RUNS + 3; run += 1) {
+  let started = performance.now();
+  generatePythonModule({ moduleName: 'tools', tools: manyTools });
+  const elapsed = performance.now() - started;
+  started = performance.now();
+  JSON.parse(JSON.stringify(manyTools));
+  const jsonElapsed = performance.now() - started;
+  // The first runs warm the JIT up.
+  if (run >= 3) {
+    codegen.push(elapsed);
+    jsonRoundTrips.push(jsonElapsed);
+  }
+}
+row({
+  figure: `codegen, ${GENERATED_TOOLS} tools`,
+  unit: 'ms',
+  value: median(codegen),
+  baseline: median(jsonRoundTrips),
+  baselineName: 'JSON round trip of the schemas',
+  target: '≤ 20 ms',
+  met: median(codegen) <= 20,
+});
+const big = createCodecall({
+  sandbox: 'none',
+  stateDir: join(stateDir, 'big'),
+  tools: manyTools.map((tool) => defineTool({ ...tool, execute: async () => ({ ok: true }) })),
+});
+const importTimes = [];
+const jsonImportTimes = [];
+const timedImport = (module) =>
+  `import time\nstart = time.perf_counter()\nimport ${module}\nprint((time.perf_counter() - start) * 1e3)`;
+await big.execute(timedImport('tools'));
+for (let run = 0; run < Math.min(RUNS, 20); run += 1) {
+  importTimes.push(Number(expectSuccess(await big.execute(timedImport('tools'))).stdout));
+  jsonImportTimes.push(Number(expectSuccess(await big.execute(timedImport('json'))).stdout));
+}
+await big.close();
+row({
+  figure: `import of the generated module, ${GENERATED_TOOLS} tools`,
+  unit: 'ms',
+  digits: 2,
+  value: median(importTimes),
+  baseline: median(jsonImportTimes),
+  baselineName: 'import json',
+  target: '≤ 10 ms',
+  met: median(importTimes) <= 10,
+});
 
 await codecall.close();
 rmSync(stateDir, { recursive: true, force: true });
 
-const widths = ['figure', 'value', 'baseline', 'ratio'].map((key) =>
-  Math.max(key.length, ...rows.map((entry) => String(entry[key]).length)),
+const columns = ['figure', 'value', 'baseline', 'ratio', 'target', 'met'];
+const widths = columns.map((key) => Math.max(key.length, ...rows.map((entry) => String(entry[key]).length)));
+const line = (cells) =>
+  cells
+    .map((cell, index) => String(cell).padEnd(widths[index]))
+    .join('  ')
+    .trimEnd();
+console.log(
+  `codecall benchmarks: Python ${interpreter.version}, Node ${process.version}, ${cpus().length} CPUs, ` +
+    `load ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(' ')}, ${RUNS} runs, medians, ${((performance.now() - benchStarted) / 1_000).toFixed(0)} s`,
 );
-const line = (cells) => cells.map((cell, index) => String(cell).padEnd(widths[index])).join('  ');
-console.log(`codecall benchmarks: Python ${interpreter.version}, ${RUNS} runs, medians`);
-console.log(line(['figure', 'value', 'baseline', 'ratio']));
-for (const entry of rows) console.log(line([entry.figure, entry.value, entry.baseline, entry.ratio]));
+console.log(line(columns));
+for (const entry of rows) console.log(line(columns.map((key) => entry[key])));
+writeFileSync(
+  new URL('./results.json', import.meta.url),
+  `${JSON.stringify(
+    {
+      date: new Date().toISOString(),
+      python: interpreter.version,
+      node: process.version,
+      cpus: cpus().length,
+      load: loadavg(),
+      runs: RUNS,
+      rows: rows.map(({ raw, ...entry }) => ({ ...entry, ...(raw ?? {}) })),
+    },
+    null,
+    2,
+  )}\n`,
+);

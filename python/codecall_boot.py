@@ -4,6 +4,10 @@ Started as `python -S -c "import codecall_boot; codecall_boot.main()" script.py`
 a file, so its compiled form is cached). It marks the tool channel close-on-exec (the script's own
 subprocesses must not inherit it), applies the run's resource limits, runs the script, and reports an uncaught
 exception over the channel so the host gets its exact type and message.
+
+Two more entry points share that preparation: `main_pooled()` (a warm-pool interpreter: it waits for its script
+over the channel, then runs it exactly like `main()`) and `main_session()` (a session: it runs cells sent over the
+channel in one namespace until the host goes away). See the protocol document for the `$run` and `$cell` messages.
 """
 import sys
 
@@ -40,7 +44,7 @@ def _prepare_channel():
     posix.closerange(max(descriptor, 2) + 1, 65536)
 
 
-def _apply_limits():
+def _apply_limits(skip=()):
     specification = _environment("CODECALL_RLIMITS")
     if not specification:
         return
@@ -49,7 +53,7 @@ def _apply_limits():
     for item in specification.split(","):
         name, _, value = item.partition("=")
         constant = getattr(resource, _RLIMIT_NAMES.get(name, ""), None)
-        if constant is None or not value:
+        if constant is None or not value or name in skip:
             continue
         soft = int(value)
         # CPU: SIGXCPU at the soft limit, SIGKILL a second later, so the host can tell a CPU kill apart.
@@ -91,7 +95,8 @@ def _hide_internal_frames(report, prefixes, seen):
     _hide_internal_frames(report.__context__, prefixes, seen)
 
 
-def _report(error, traceback_object):
+def _describe(error, traceback_object):
+    """Writes the traceback (script frames only) to stderr; returns the `$exception` parameters."""
     import traceback
 
     report = traceback.TracebackException(type(error), error, traceback_object)
@@ -106,8 +111,12 @@ def _report(error, traceback_object):
         message = "%s (line %s)" % (error.msg, error.lineno)
     else:
         message = str(error)
+    return {"type": type(error).__name__, "message": message, "traceback": text}
+
+
+def _report(error, traceback_object):
+    params = _describe(error, traceback_object)
     runtime = sys.modules.get("codecall_runtime")
-    params = {"type": type(error).__name__, "message": message, "traceback": text}
     if runtime is not None:
         runtime._notify("$exception", params)
     else:
@@ -124,9 +133,10 @@ def _report(error, traceback_object):
             pass
 
 
-def _run(path):
-    with open(path, "rb") as handle:
-        source = handle.read()
+def _run(path, source=None):
+    if source is None:
+        with open(path, "rb") as handle:
+            source = handle.read()
     module = type(sys)("__main__")
     module.__file__ = path
     module.__builtins__ = __builtins__
@@ -136,10 +146,15 @@ def _run(path):
     except SyntaxError as error:
         _report(error, None)
         return 1
+    import gc
+
+    # What exists now (interpreter, boot, runtime) lives until the end: the collector need not walk it again, neither
+    # during the script nor at its exit (see _finish).
+    gc.freeze()
     try:
         exec(code, module.__dict__)
-    except SystemExit:
-        raise
+    except SystemExit as error:
+        return _exit_status(error)
     except BaseException as error:
         # Skip this file's own frame: the model should see its script, not the boot.
         _report(error, error.__traceback__.tb_next if error.__traceback__ else None)
@@ -147,20 +162,300 @@ def _run(path):
     return 0
 
 
+def _run_main(path, source=None):
+    sys.argv = sys.argv[1:]
+    # The script's folder first on sys.path, as when Python runs a file (the run directory is the cwd).
+    sys.path[0] = posix.getcwd() if "/" not in path else path.rsplit("/", 1)[0]
+    _finish(_run(path, source))
+
+
+def _finish(status):
+    """Ends the process as the interpreter's own exit would, as far as a script can tell, and sooner.
+
+    Like Py_FinalizeEx: non-daemon threads are joined, atexit callbacks run, the standard streams are flushed, and
+    __main__'s namespace is cleared and garbage collected, so the script's own objects are finalized (an open file
+    is flushed and closed). Then the process ends without tearing down every module and type one by one, which takes
+    milliseconds that no script can observe. Before it ends, it closes its stdout and stderr and tells the host its
+    exit status (`$done`), so the host need not wait for the kernel to tear the process down.
+    """
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except BaseException:
+            pass
+    import atexit
+
+    atexit._run_exitfuncs()
+    main = sys.modules.get("__main__")
+    if main is not None:
+        namespace = main.__dict__
+        for name in list(namespace):
+            if name != "__builtins__":
+                namespace[name] = None
+    import gc
+
+    gc.collect()
+    try:
+        sys.stdout.flush()
+    except Exception:
+        # As the interpreter does when it cannot flush stdout at exit.
+        if status == 0:
+            status = 120
+    try:
+        sys.stderr.flush()
+    except Exception:
+        pass
+    # What the parent sees of exit(status).
+    status &= 0xFF
+    for descriptor in (1, 2):
+        try:
+            posix.close(descriptor)
+        except OSError:
+            pass
+    _send_done(status)
+    posix._exit(status)
+
+
+def _send_done(status):
+    descriptor = _channel_descriptor()
+    if descriptor < 0:
+        return
+    runtime = sys.modules.get("codecall_runtime")
+    channel = getattr(runtime, "_channel", None)
+    # A thread of the script may be writing a frame: wait for it (briefly), never cut a frame in two.
+    if channel is not None and not channel._write_lock.acquire(timeout=0.5):
+        return
+    frame = b'{"method":"$done","params":{"exitCode":%d}}\n' % status
+    try:
+        while frame:
+            frame = frame[posix.write(descriptor, frame):]
+    except OSError:
+        pass
+
+
+def _script_path():
+    if len(sys.argv) < 2:
+        sys.stderr.write("usage: python -c 'import codecall_boot; codecall_boot.main()' SCRIPT\n")
+        sys.exit(2)
+    return sys.argv[1]
+
+
 def main():
     """Prepares the process and runs the script named by the first argument; exits with its status."""
     _prepare_channel()
     _apply_limits()
-    if len(sys.argv) < 2:
-        sys.stderr.write("usage: python -c 'import codecall_boot; codecall_boot.main()' SCRIPT\n")
-        sys.exit(2)
-    path = sys.argv[1]
-    sys.argv = sys.argv[1:]
-    # The script's folder first on sys.path, as when Python runs a file (the run directory is the cwd).
-    sys.path[0] = posix.getcwd() if "/" not in path else path.rsplit("/", 1)[0]
-    status = _run(path)
+    _run_main(_script_path())
+
+
+def main_pooled():
+    """A warm-pool interpreter: prepares the process like `main()`, says `$ready`, waits for `$run`, then writes
+    the script it carries to the path named by the first argument and runs it exactly like `main()`."""
+    _prepare_channel()
+    _apply_limits()
+    path = _script_path()
+    import codecall_runtime
+
+    channel = codecall_runtime._get_channel()
+    # Paid here, before the script is handed over: the first compile() builds the AST types (about 2 ms), and the
+    # first decoded frame warms its path up.
+    compile(b"", path, "exec")
+    channel._decode_json(b'{"method":"$run","params":{"code":""}}')
+    channel.notify("$ready", {})
+    while True:
+        message = channel.next_notification()
+        if message is None:
+            # The host closed the pool: nothing ran, nothing to clean up.
+            posix._exit(0)
+        if message.get("method") == "$run":
+            break
+    params = message.get("params")
+    code = params.get("code") if type(params) is dict else None
+    if type(code) is not str:
+        code = ""
+    source = code.encode("utf-8", "surrogatepass")
+    descriptor = posix.open(path, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL, 0o600)
     try:
-        sys.stdout.flush()
+        data = source
+        while data:
+            data = data[posix.write(descriptor, data):]
+    finally:
+        posix.close(descriptor)
+    _run_main(path, source)
+
+
+class _Session:
+    """State of a session interpreter: the cell running now, and whether an interrupt may hit it."""
+
+    cell = 0
+    running = False
+
+
+def _on_interrupt(signal_number, frame):
+    # Only a running cell is interrupted; a late request (the cell ended meanwhile) must not hit the boot itself.
+    if _Session.running:
+        raise KeyboardInterrupt
+
+
+def _watch_interrupts(descriptor, main_thread):
+    import _signal
+
+    pending = b""
+    while True:
+        try:
+            chunk = posix.read(descriptor, 256)
+        except OSError:
+            return
+        if not chunk:
+            return
+        pending += chunk
+        while b"\n" in pending:
+            line, _, pending = pending.partition(b"\n")
+            if line.isdigit() and int(line) == _Session.cell and _Session.running:
+                _signal.pthread_kill(main_thread, _signal.SIGINT)
+
+
+def _take_interrupt_pipe():
+    # The host writes interrupt requests (a cell id per line) to stdin; the script gets /dev/null as stdin instead.
+    descriptor = posix.dup(0)
+    null = posix.open("/dev/null", posix.O_RDONLY)
+    try:
+        posix.dup2(null, 0)
+    finally:
+        posix.close(null)
+    return descriptor
+
+
+def _cell_cpu_limit(seconds):
+    # RLIMIT_CPU counts the whole life of the process: each cell gets `seconds` more than what was used so far.
+    try:
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        soft = int(usage.ru_utime + usage.ru_stime) + 1 + int(seconds)
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _write_marker(descriptor, marker):
+    try:
+        while marker:
+            marker = marker[posix.write(descriptor, marker):]
+        return True
+    except OSError:
+        return False
+
+
+def _flush_streams():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _exit_status(error):
+    code = error.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return int(code)
+    try:
+        sys.stderr.write("%s\n" % (code,))
     except Exception:
         pass
-    sys.exit(status)
+    return 1
+
+
+def _run_cell(namespace, params):
+    cell = params.get("id")
+    code = params.get("code")
+    nonce = params.get("nonce")
+    if type(cell) is not int or type(code) is not str or type(nonce) is not str:
+        return None
+    cpu_seconds = params.get("cpuSeconds")
+    if type(cpu_seconds) is int and cpu_seconds > 0:
+        _cell_cpu_limit(cpu_seconds)
+    begin = ("\0codecall-cell-%s-begin\0" % nonce).encode()
+    end = ("\0codecall-cell-%s-end\0" % nonce).encode()
+    _write_marker(1, begin)
+    _write_marker(2, begin)
+    filename = "<cell %d>" % cell
+    status = 0
+    exception = None
+    try:
+        _Session.cell = cell
+        try:
+            compiled = compile(code, filename, "exec")
+        except SyntaxError as error:
+            status = 1
+            exception = _describe(error, None)
+        else:
+            import linecache
+
+            # Tracebacks (here and in later cells) show the cell's lines, as for a file.
+            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            _Session.running = True
+            try:
+                exec(compiled, namespace)
+                _Session.running = False
+            except SystemExit as error:
+                _Session.running = False
+                status = _exit_status(error)
+            except BaseException as error:
+                _Session.running = False
+                status = 1
+                # Skip this file's own frame: the model should see its cell, not the boot.
+                exception = _describe(error, error.__traceback__.tb_next if error.__traceback__ else None)
+    except KeyboardInterrupt as error:
+        # The interrupt landed between the cell's end and the flag being cleared: it still ends this cell.
+        _Session.running = False
+        status = 1
+        exception = {"type": "KeyboardInterrupt", "message": "", "traceback": ""}
+    _flush_streams()
+    wrote_stdout = _write_marker(1, end)
+    wrote_stderr = _write_marker(2, end)
+    return {"id": cell, "exitCode": status, "exception": exception, "stdout": wrote_stdout, "stderr": wrote_stderr}
+
+
+def main_session():
+    """A session interpreter: prepares the process like `main()`, then runs each `$cell` sent over the channel in one
+    `__main__` namespace (variables and imports persist; an exception ends the cell, not the session) and answers
+    each with `$cell_done`. A line with the running cell's id on stdin interrupts it (KeyboardInterrupt)."""
+    import _signal
+
+    _prepare_channel()
+    # CPU time is limited per cell (see _cell_cpu_limit); the other limits hold for the whole session.
+    _apply_limits(skip=("cpu",))
+    interrupts = _take_interrupt_pipe()
+    import _thread
+
+    import codecall_runtime
+
+    channel = codecall_runtime._get_channel()
+    module = type(sys)("__main__")
+    module.__builtins__ = __builtins__
+    sys.modules["__main__"] = module
+    sys.argv = [""]
+    sys.path[0] = posix.getcwd()
+    _signal.signal(_signal.SIGINT, _on_interrupt)
+    _thread.start_new_thread(_watch_interrupts, (interrupts, _thread.get_ident()))
+    namespace = module.__dict__
+    while True:
+        try:
+            message = channel.next_notification()
+            if message is None:
+                break
+            if message.get("method") != "$cell" or type(message.get("params")) is not dict:
+                continue
+            done = _run_cell(namespace, message["params"])
+            if done is not None:
+                channel.notify("$cell_done", done)
+        except KeyboardInterrupt:
+            continue
+    _flush_streams()
+    posix._exit(0)

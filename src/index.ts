@@ -7,6 +7,7 @@ export type {
   ExecuteCodeToolDefinition,
   ExecuteOptions,
   McpServerConfig,
+  SessionsOptions,
 } from './engine/codecall.js';
 export { createCodecall, DEFAULT_MODULE_NAME, DEFAULT_PYTHON } from './engine/codecall.js';
 export type { CodecallErrorCode } from './engine/errors.js';
@@ -30,10 +31,23 @@ export {
   resolveLimits,
 } from './engine/limits.js';
 export type { Artifact, ExecuteResult, ExecuteStatus, ScriptError, StdoutTruncation } from './engine/result.js';
+export type { CellOptions, CodecallSession, SessionOptions } from './engine/session.js';
+export { CELL_INTERRUPT_GRACE_MS, DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS } from './engine/session.js';
 export { describeExecuteCode, executeCodeToolDefinition } from './engine/tool-definition.js';
+export type { PoolOptions } from './engine/warm-pool.js';
+export { MAX_POOL_SIZE } from './engine/warm-pool.js';
+export type { SandboxProbe, SandboxProbeOptions } from './sandbox/bubblewrap-probe.js';
+export { describeSandboxProbe, probeSandbox } from './sandbox/bubblewrap-probe.js';
+export type { BubblewrapRunnerOptions } from './sandbox/bubblewrap-runner.js';
+export { BubblewrapRunner, createBubblewrapRunner } from './sandbox/bubblewrap-runner.js';
+export type { CgroupSupport } from './sandbox/cgroups.js';
 export type { PythonInterpreter } from './sandbox/interpreter.js';
 export { resolvePythonInterpreter } from './sandbox/interpreter.js';
-export type { IsolationLevel, LimitReason, SandboxMode } from './sandbox/runner.js';
+export type { IsolationLevel, LimitReason, SandboxMode, SandboxRunner } from './sandbox/runner.js';
+export type { SeccompArchitecture } from './sandbox/seccomp.js';
+export { buildSeccompProgram } from './sandbox/seccomp.js';
+export type { SandboxRunnerOptions } from './sandbox/select-runner.js';
+export { createSandboxRunner } from './sandbox/select-runner.js';
 export { createFileTools } from './tools/builtin-files.js';
 export { BUILTIN_TOOL_SETS } from './tools/builtin-tool-sets.js';
 export type { InferToolArguments, ToolDefinition } from './tools/define-tool.js';

@@ -5,11 +5,15 @@ and `retry` through the generated module. Calls are thread-safe and may run conc
 and replies are matched by id, whichever thread reads them.
 """
 import _thread
-import os
+
+# `posix` is built in; `os` (and `json`, `threading`) would cost milliseconds of imports on every run that calls a
+# tool, more than the calls themselves.
+import posix
 
 __all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "search_catalog"]
 
 _CODE_TOOL_FAILED = -32000
+_CODE_RUN_ENDED = -32004
 
 
 class ToolError(Exception):
@@ -33,18 +37,15 @@ class _Channel:
     """
 
     def __init__(self, descriptor, max_frame_bytes):
-        import json
-        import threading
-
         self._descriptor = descriptor
         self._max_frame_bytes = max_frame_bytes
-        self._dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-        self._loads = json.loads
-        self._threading = threading
-        self._lock = threading.Lock()
-        self._replied = threading.Condition(self._lock)
-        self._write_lock = threading.Lock()
+        self._encode_json, self._encode_string, self._decode_json = _json_codec()
+        self._frame_heads = {}
+        self._lock = _thread.allocate_lock()
+        self._replied = _Condition(self._lock)
+        self._write_lock = _thread.allocate_lock()
         self._pending = {}
+        self._notifications = []
         self._next_id = 0
         self._reading = False
         self._waiting = 0
@@ -53,10 +54,10 @@ class _Channel:
         self._partial_size = 0
         self._broken = None
         self._forked = False
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._mark_forked)
+        if hasattr(posix, "register_at_fork"):
+            posix.register_at_fork(after_in_child=self._mark_forked)
         try:
-            os.set_blocking(descriptor, True)
+            posix.set_blocking(descriptor, True)
         except OSError as error:
             self._broken = "the tool channel is not available (%s)" % error
 
@@ -65,18 +66,37 @@ class _Channel:
 
     def _encode(self, message):
         try:
-            return (self._dumps(message) + "\n").encode("utf-8", "surrogatepass")
-        except (TypeError, ValueError) as error:
+            return (self._encode_json(message) + "\n").encode("utf-8", "surrogatepass")
+        except (TypeError, ValueError, RecursionError) as error:
             raise ToolError("%s: arguments cannot be sent as JSON (%s)" % (message.get("method"), error),
                             tool=message.get("method"), code=-32602) from None
 
+    def _encode_call(self, request_id, method, params):
+        # The hot path of every call: the envelope is a template, the method's JSON is made once per tool.
+        head = self._frame_heads.get(method)
+        if head is None:
+            head = self._frame_heads[method] = ',"method":%s,"params":' % self._encode_string(method)
+        try:
+            body = self._encode_json(params)
+        except (TypeError, ValueError, RecursionError) as error:
+            raise ToolError("%s: arguments cannot be sent as JSON (%s)" % (method, error), tool=method,
+                            code=-32602) from None
+        return ('{"id":%d%s%s}\n' % (request_id, head, body)).encode("utf-8", "surrogatepass")
+
     def _send(self, frame):
         with self._write_lock:
-            written = os.write(self._descriptor, frame)
+            written = posix.write(self._descriptor, frame)
             if written < len(frame):
                 view = memoryview(frame)[written:]
+                interrupted = None
                 while view:
-                    view = view[os.write(self._descriptor, view):]
+                    try:
+                        view = view[posix.write(self._descriptor, view):]
+                    except KeyboardInterrupt as error:
+                        # Half a frame would corrupt the channel for every later call: finish it, then interrupt.
+                        interrupted = error
+                if interrupted is not None:
+                    raise interrupted
 
     def _register(self, method, params, slot):
         if self._forked:
@@ -88,8 +108,8 @@ class _Channel:
             self._next_id += 1
             request_id = self._next_id
             self._pending[request_id] = slot
-        frame = self._encode({"id": request_id, "method": method, "params": params})
         try:
+            frame = self._encode_call(request_id, method, params)
             if len(frame) > self._max_frame_bytes:
                 raise ToolError("%s: arguments are %d bytes, over the channel's frame limit of %d bytes; send less "
                                 "per call" % (method, len(frame), self._max_frame_bytes), tool=method, code=-32003)
@@ -145,7 +165,7 @@ class _Channel:
         return _settle(method, slot)
 
     def _start_reader_thread(self):
-        self._threading.Thread(target=self._reader_loop, name="codecall-channel", daemon=True).start()
+        _thread.start_new_thread(self._reader_loop, ())
 
     def _reader_loop(self):
         try:
@@ -170,7 +190,7 @@ class _Channel:
 
     def _read_and_dispatch(self):
         try:
-            chunk = os.read(self._descriptor, 1 << 16)
+            chunk = posix.read(self._descriptor, 1 << 16)
         except OSError as error:
             self._fail_all("the tool channel failed (%s)" % error)
             return
@@ -195,19 +215,24 @@ class _Channel:
         if tail:
             self._partial.append(tail)
             self._partial_size = len(tail)
-        loads = self._loads
+        decode = self._decode_json
         replies = []
         for line in lines:
             if line:
                 try:
-                    replies.append(loads(line))
-                except ValueError:
+                    replies.append(decode(line))
+                except (ValueError, StopIteration):
                     continue
         with self._lock:
             pending = self._pending
             for reply in replies:
-                slot = pending.pop(reply.get("id"), None) if type(reply) is dict else None
+                if type(reply) is not dict:
+                    continue
+                slot = pending.pop(reply.get("id"), None)
                 if slot is None:
+                    method = reply.get("method")
+                    if reply.get("id") is None and type(method) is str and method.startswith("$"):
+                        self._notifications.append(reply)
                     continue
                 if type(slot) is list:
                     slot[1] = reply
@@ -221,12 +246,39 @@ class _Channel:
             if self._waiting:
                 self._replied.notify_all()
 
+    def next_notification(self):
+        """Waits for the host's next notification (`$run`, `$cell`) while replies keep reaching their callers.
+
+        Returns the message, or None once the channel is closed.
+        """
+        with self._lock:
+            while True:
+                if self._notifications:
+                    return self._notifications.pop(0)
+                if self._broken is not None:
+                    return None
+                if not self._reading:
+                    self._reading = True
+                    break
+                self._waiting += 1
+                try:
+                    self._replied.wait()
+                finally:
+                    self._waiting -= 1
+        try:
+            while not self._notifications and self._broken is None:
+                self._read_and_dispatch()
+        finally:
+            self._release_reader()
+        with self._lock:
+            return self._notifications.pop(0) if self._notifications else None
+
     def _fail_all(self, reason):
         with self._lock:
             self._broken = reason
             pending = list(self._pending.values())
             self._pending.clear()
-            failure = {"error": {"code": -32004, "message": reason}}
+            failure = {"error": {"code": _CODE_RUN_ENDED, "message": reason}}
             for slot in pending:
                 if type(slot) is list:
                     slot[1] = failure
@@ -244,6 +296,85 @@ class _Channel:
             self._send(self._encode({"method": method, "params": params}))
         except (OSError, ToolError):
             pass
+
+
+class _Condition:
+    """`threading.Condition` reduced to what the channel needs, on `_thread` locks (no `threading` import)."""
+
+    def __init__(self, lock):
+        self._lock = lock
+        self._waiters = []
+
+    def wait(self):
+        """Releases the lock until `notify_all`, then takes it again. Called with the lock held."""
+        waiter = _thread.allocate_lock()
+        waiter.acquire()
+        self._waiters.append(waiter)
+        self._lock.release()
+        woken = False
+        try:
+            waiter.acquire()
+            woken = True
+        finally:
+            self._lock.acquire()
+            if not woken:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
+
+    def notify_all(self):
+        """Wakes every waiting thread. Called with the lock held."""
+        waiters = self._waiters
+        self._waiters = []
+        for waiter in waiters:
+            waiter.release()
+
+
+def _json_codec():
+    """Compact JSON encoding of a value and of a string (no NaN, UTF-8 kept) and decoding of one frame, from the C
+    accelerator when present.
+
+    `_json` alone imports in a fraction of a millisecond; the `json` package pulls in `re`, `enum` and more.
+    """
+    try:
+        import _json
+
+        encode_string = _json.encode_basestring
+
+        def refuse(value):
+            raise TypeError("Object of type %s is not JSON serializable" % type(value).__name__)
+
+        # No circular-reference memo (it would outlive a failed frame): a cycle ends in RecursionError instead.
+        encoder = _json.make_encoder(None, refuse, encode_string, None, ":", ",", False, False, False)
+
+        def encode(value):
+            return "".join(encoder(value, 0))
+
+        class _Context:
+            strict = True
+            object_hook = None
+            object_pairs_hook = None
+            parse_float = float
+            parse_int = int
+            parse_constant = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.__getitem__
+            memo = {}
+
+        scan = _json.make_scanner(_Context())
+
+        def decode(line):
+            text = line.decode("utf-8", "surrogatepass")
+            value, end = scan(text, 0)
+            if end != len(text) and text[end:].strip():
+                raise ValueError("extra data after the JSON value")
+            return value
+
+        return encode, encode_string, decode
+    except (ImportError, AttributeError):
+        import json
+
+        encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+        return encode, encode, json.loads
 
 
 def _resolve_future(future, slot):
@@ -270,10 +401,11 @@ def _get_channel():
     global _channel
     with _channel_lock:
         if _channel is None:
-            descriptor = int(os.environ.get("CODECALL_CHANNEL_FD", "-1"))
+            environment = posix.environ
+            descriptor = int(environment.get(b"CODECALL_CHANNEL_FD", b"-1"))
             if descriptor < 0:
-                raise ToolError("no tool channel: this script is not running under codecall", code=-32004)
-            _channel = _Channel(descriptor, int(os.environ.get("CODECALL_MAX_FRAME_BYTES", str(16 << 20))))
+                raise ToolError("no tool channel: this script is not running under codecall", code=_CODE_RUN_ENDED)
+            _channel = _Channel(descriptor, int(environment.get(b"CODECALL_MAX_FRAME_BYTES", b"%d" % (16 << 20))))
     return _channel
 
 

@@ -3,6 +3,7 @@ import { type CodecallOptions, createCodecall, DEFAULT_PYTHON } from '../engine/
 import { CodecallError } from '../engine/errors.js';
 import { formatSeconds } from '../engine/failure-hints.js';
 import type { Limits } from '../engine/limits.js';
+import { describeSandboxProbe, probeSandbox } from '../sandbox/bubblewrap-probe.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
 
 function describeLimits(limits: Limits): string {
@@ -36,6 +37,7 @@ export async function runDoctor(options: CodecallOptions, output: Writable): Pro
     line('python', `NOT USABLE: ${(error as Error).message}`);
     healthy = false;
   }
+  for (const text of describeSandboxProbe(await probeSandbox())) line('sandbox', text);
   const codecall = createCodecall(options);
   try {
     try {

@@ -1,5 +1,5 @@
-import { constants } from 'node:fs';
-import { copyFile, lstat, mkdir, readdir, rename, unlink } from 'node:fs/promises';
+import { constants, readdirSync } from 'node:fs';
+import { copyFile, lstat, mkdir, rename, unlink } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import type { Artifact } from './result.js';
 
@@ -38,7 +38,8 @@ export function mimeTypeOf(name: string): string {
 export async function collectArtifacts(artifactsDir: string, destination: string): Promise<Artifact[]> {
   let names: string[];
   try {
-    names = await readdir(artifactsDir);
+    // Synchronous: one getdents on a usually empty folder, on every run's critical path.
+    names = readdirSync(artifactsDir);
   } catch {
     return [];
   }

@@ -18,11 +18,21 @@ import type { JsonSchema, Tool, ToolModuleDescriptor } from '../tools/types.js';
 export type { McpServerConfig } from '../mcp/server-config.js';
 
 import { CodecallError } from './errors.js';
+import { launchInterpreter } from './interpreter-launch.js';
 import { type Limits, resolveLimits } from './limits.js';
 import { materializeModule, readPythonFiles } from './module-cache.js';
 import type { ExecuteResult } from './result.js';
-import { type RunEnvironment, runScript } from './run-script.js';
+import { createRunId, type RunEnvironment, runPooledScript, runScript } from './run-script.js';
+import {
+  type CodecallSession,
+  DEFAULT_MAX_LIVE_SESSIONS,
+  DEFAULT_SESSION_IDLE_MS,
+  InterpreterSession,
+  type SessionOptions,
+} from './session.js';
+import { SessionSlots } from './session-slots.js';
 import { defaultStateRoot, prepareStateDirectories, type StateDirectories } from './state-directory.js';
+import { type PoolOptions, resolvePoolSize, WarmPool } from './warm-pool.js';
 
 /** Default name of the generated module (`from tools import ...`). */
 export const DEFAULT_MODULE_NAME = 'tools';
@@ -55,6 +65,25 @@ export interface CodecallOptions {
   readonly network?: boolean;
   /** Folder for run directories, generated modules and saved outputs (default `<tmpdir>/codecall-<uid>`). */
   readonly stateDir?: string;
+  /**
+   * Interpreters started ahead of time, each used for exactly one run and replaced in the background; results,
+   * limits, environment and isolation are those of a cold run (default `{ size: 0 }`: no pool). Runs whose process
+   * limits differ from the codecall's start cold.
+   */
+  readonly pool?: PoolOptions;
+  /** Sessions of this codecall: live interpreters at once, and idle time before one is stopped. */
+  readonly sessions?: SessionsOptions;
+}
+
+/** The `sessions` option of `createCodecall`. */
+export interface SessionsOptions {
+  /**
+   * Session interpreters alive at once (default {@link DEFAULT_MAX_LIVE_SESSIONS}); past it the least recently used
+   * idle one is stopped (its next cell starts fresh), or a new one waits while all are running a cell.
+   */
+  readonly maxLive?: number;
+  /** Default idle time after which a session's interpreter is stopped (default 30 minutes). */
+  readonly idleTimeoutMs?: number;
 }
 
 /** Per-call options of `execute`. */
@@ -92,7 +121,13 @@ export interface Codecall {
   toolSources(): Promise<readonly { readonly name: string; readonly status: ToolSourceStatus }[]>;
   /** The isolation runs get here (`bubblewrap` or `none`). */
   isolation(): Promise<'bubblewrap' | 'none'>;
-  /** Kills every run in progress (status `aborted`) and closes upstream connections. */
+  /**
+   * Starts a session: one interpreter kept alive (started on the first `execute`) whose variables and imports persist
+   * between `execute` calls. Same isolation, environment and limits as a fresh run.
+   * @throws CodecallError `CLOSED` after `close()`, `INVALID_CONFIG` for bad options.
+   */
+  session(options?: SessionOptions): CodecallSession;
+  /** Kills every run in progress (status `aborted`), sessions and pooled interpreters, and closes upstream connections. */
   close(): Promise<void>;
 }
 
@@ -110,7 +145,10 @@ const KNOWN_OPTIONS = new Set([
   'network',
   'stateDir',
   'pool',
+  'sessions',
 ]);
+
+const SESSION_OPTIONS = new Set(['limits', 'idleTimeoutMs']);
 
 const SANDBOX_MODES: readonly SandboxMode[] = ['auto', 'bubblewrap', 'none'];
 
@@ -162,10 +200,13 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
   ];
   // Checks wire-name uniqueness now, so a duplicate is a configuration error at creation.
   createToolRegistry(staticTools);
-  // Generated once up front: a bad module name or tool name surfaces here, not at the first run.
-  if (Object.keys(options.mcpServers ?? {}).length === 0) {
-    generatePythonModule({ moduleName, tools: staticTools.map((tool) => tool.descriptor), modules: [] });
-  }
+  // Generated once up front: a bad module name or tool name surfaces here, not at the first run (and runs reuse it).
+  const staticModule =
+    Object.keys(options.mcpServers ?? {}).length === 0
+      ? generatePythonModule({ moduleName, tools: staticTools.map((tool) => tool.descriptor), modules: [] })
+      : undefined;
+  const poolSize = resolvePoolSize(options.pool);
+  const sessionsOptions = resolveSessionsOptions(options.sessions);
   const stateRoot = resolvePath(options.stateDir ?? defaultStateRoot());
   // Checked now (this imports no MCP SDK code), so a bad server entry is a configuration error at creation.
   const mcpServers = parseMcpServers(options.mcpServers ?? {});
@@ -178,6 +219,25 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
   let prepared: { key: string; value: Promise<Prepared> } | undefined;
   const liveRuns = new Set<(reason: LimitReason) => void>();
   const pendingRuns = new Set<Promise<unknown>>();
+  const pendingCleanups = new Set<Promise<void>>();
+  const sessions = new Set<InterpreterSession>();
+  const slots = new SessionSlots(sessionsOptions.maxLive);
+  // Cleanup (leftover processes, sandbox resources, run directories) runs after the result is returned; close()
+  // waits for it.
+  const deferCleanup = (cleanup: Promise<void>): void => {
+    const tracked = cleanup.catch(() => {});
+    pendingCleanups.add(tracked);
+    void tracked.then(() => pendingCleanups.delete(tracked));
+  };
+  const pool =
+    poolSize > 0
+      ? new WarmPool({
+          size: poolSize,
+          limits,
+          launch: (environment) => launchInterpreter(environment, { runId: createRunId(), limits, mode: 'pooled' }),
+          deferCleanup,
+        })
+      : undefined;
 
   const getSources = (): Promise<ToolSource[]> => {
     if (mcpServerNames.length === 0) return Promise.resolve([]);
@@ -230,11 +290,10 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
           { moduleName },
         );
       }
-      const generated = generatePythonModule({
-        moduleName,
-        tools: staticTools.map((tool) => tool.descriptor),
-        modules,
-      });
+      const generated =
+        modules.length === 0 && staticModule !== undefined
+          ? staticModule
+          : generatePythonModule({ moduleName, tools: staticTools.map((tool) => tool.descriptor), modules });
       const modulesRoot = (directories as StateDirectories).modules;
       const [moduleDir, runtimeDir] = await Promise.all([
         materializeModule(modulesRoot, generated.files, interpreter.executable),
@@ -295,26 +354,34 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
               limits,
             );
       const { environment } = await prepare();
+      const pooled = await pool?.take(environment, runLimits);
       let stopRun: ((reason: LimitReason) => void) | undefined;
-      const run = runScript(environment, code, {
+      const runOptions = {
         limits: runLimits,
         signal: executeOptions.signal,
-        onStart: (stop) => {
+        onStart: (stop: (reason: LimitReason) => void) => {
           stopRun = stop;
           liveRuns.add(stop);
           if (closed) stop('aborted');
         },
-      });
+        deferCleanup,
+      };
+      const run =
+        pooled !== undefined
+          ? runPooledScript(environment, pooled, code, runOptions)
+          : runScript(environment, code, runOptions);
       pendingRuns.add(run);
       try {
         return await run;
       } finally {
+        pool?.refillSoon(environment);
         pendingRuns.delete(run);
         if (stopRun !== undefined) liveRuns.delete(stopRun);
       }
     },
     async describe() {
       const { generated, failedSources, environment } = await prepare();
+      pool?.fill(environment);
       return describeExecuteCodeTool({
         moduleName,
         functions: generated.functions,
@@ -344,14 +411,77 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       const runner = await runnerPromise;
       return runner.isolation;
     },
+    session(sessionOptions = {}) {
+      if (closed) throw new CodecallError('CLOSED', 'this codecall is closed; create a new one');
+      checkSessionOptions(sessionOptions);
+      const session = new InterpreterSession({
+        context: {
+          prepare: async () => (await prepare()).environment,
+          slots,
+          deferCleanup,
+          onClose: (closedSession) => sessions.delete(closedSession),
+        },
+        limits: sessionOptions.limits === undefined ? limits : resolveLimits(sessionOptions.limits, limits),
+        idleTimeoutMs: sessionOptions.idleTimeoutMs ?? sessionsOptions.idleTimeoutMs,
+      });
+      sessions.add(session);
+      return session;
+    },
     async close() {
       if (closed) return;
       closed = true;
       for (const stop of liveRuns) stop('aborted');
+      pool?.close();
+      await Promise.allSettled([...sessions].map((session) => session.close()));
       await Promise.allSettled([...pendingRuns]);
+      while (pendingCleanups.size > 0) await Promise.allSettled([...pendingCleanups]);
       const sources = sourcesPromise ? await sourcesPromise.catch(() => []) : [];
       await Promise.allSettled(sources.map((source) => source.close()));
     },
   };
   return codecall;
+}
+
+function positiveInteger(value: unknown, name: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+    throw new CodecallError('INVALID_CONFIG', `${name} must be a positive integer, got ${JSON.stringify(value)}`, {
+      [name]: value,
+    });
+  }
+  return value;
+}
+
+function resolveSessionsOptions(value: unknown): { readonly maxLive: number; readonly idleTimeoutMs: number } {
+  if (value === undefined) return { maxLive: DEFAULT_MAX_LIVE_SESSIONS, idleTimeoutMs: DEFAULT_SESSION_IDLE_MS };
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new CodecallError('INVALID_CONFIG', `sessions must be an object, got ${JSON.stringify(value)}`);
+  }
+  for (const key of Object.keys(value)) {
+    if (key !== 'maxLive' && key !== 'idleTimeoutMs') {
+      throw new CodecallError('INVALID_CONFIG', `unknown sessions option "${key}"; known: maxLive, idleTimeoutMs`, {
+        key,
+      });
+    }
+  }
+  const { maxLive, idleTimeoutMs } = value as SessionsOptions;
+  return {
+    maxLive: maxLive === undefined ? DEFAULT_MAX_LIVE_SESSIONS : positiveInteger(maxLive, 'sessions.maxLive'),
+    idleTimeoutMs:
+      idleTimeoutMs === undefined ? DEFAULT_SESSION_IDLE_MS : positiveInteger(idleTimeoutMs, 'sessions.idleTimeoutMs'),
+  };
+}
+
+function checkSessionOptions(value: unknown): asserts value is SessionOptions {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new CodecallError('INVALID_CONFIG', `session takes an options object, got ${JSON.stringify(value)}`);
+  }
+  for (const key of Object.keys(value)) {
+    if (!SESSION_OPTIONS.has(key)) {
+      throw new CodecallError('INVALID_CONFIG', `unknown session option "${key}"; known: limits, idleTimeoutMs`, {
+        key,
+      });
+    }
+  }
+  const { idleTimeoutMs } = value as SessionOptions;
+  if (idleTimeoutMs !== undefined) positiveInteger(idleTimeoutMs, 'idleTimeoutMs');
 }

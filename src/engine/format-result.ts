@@ -4,6 +4,9 @@ import type { ExecuteResult } from './result.js';
 export const MAX_TRACEBACK_CHARACTERS = 3_000;
 /** stderr characters shown to the model when a failed run has no traceback. */
 export const MAX_STDERR_CHARACTERS_FOR_MODEL = 2_000;
+/** What the model is told when a session's interpreter was replaced. */
+export const STATE_LOST_NOTICE =
+  "[the session's interpreter was restarted: variables of earlier cells are gone; define them again]";
 
 const STATUS_LABELS: Record<ExecuteResult['status'], string> = {
   success: 'success',
@@ -27,6 +30,7 @@ export function formatResultForModel(result: ExecuteResult): string {
   if (stdout.length > 0) parts.push(stdout);
   if (result.status === 'success') {
     if (parts.length === 0) parts.push('(the script printed nothing; print the values you need)');
+    if (result.stateLost) parts.push(STATE_LOST_NOTICE);
     return `${parts.join('\n')}\n`;
   }
   const lines: string[] = [];
@@ -40,6 +44,7 @@ export function formatResultForModel(result: ExecuteResult): string {
     lines.push(tailOf(result.stderr.trim(), MAX_STDERR_CHARACTERS_FOR_MODEL));
   }
   if (result.hint) lines.push(`[hint] ${result.hint}`);
+  if (result.stateLost) lines.push(STATE_LOST_NOTICE);
   if (parts.length > 0) parts.push('');
   parts.push(...lines);
   return `${parts.join('\n')}\n`;

@@ -34,6 +34,29 @@ export const NOTIFICATION_PREFIX = '$';
 /** The notification carrying an uncaught exception. */
 export const EXCEPTION_NOTIFICATION = '$exception';
 
+/**
+ * Script → host: the script has finished (threads joined, atexit run, output flushed and closed) and the interpreter
+ * exits with `params.exitCode` right after, so the host need not wait for the process to be torn down.
+ */
+export const DONE_NOTIFICATION = '$done';
+
+/** Script → host: a warm-pool interpreter is prepared and waits for its script. */
+export const READY_NOTIFICATION = '$ready';
+
+/** Host → script: the script a warm-pool interpreter runs (`params.code`). */
+export const RUN_NOTIFICATION = '$run';
+
+/** Host → script: one cell of a session (`params: { id, code, nonce, cpuSeconds }`). */
+export const CELL_NOTIFICATION = '$cell';
+
+/** Script → host: a session cell finished (`params: { id, exitCode, exception, stdout, stderr }`). */
+export const CELL_DONE_NOTIFICATION = '$cell_done';
+
+/** Renders a notification frame (with its newline). */
+export function encodeNotification(method: string, params: unknown): string {
+  return `${JSON.stringify({ method, params })}\n`;
+}
+
 /** Renders an error reply frame (with its newline). */
 export function encodeErrorReply(id: number | null, code: ChannelErrorCodeValue, message: string): string {
   return `{"id":${id === null ? 'null' : id},"error":{"code":${code},"message":${JSON.stringify(message)}}}\n`;

@@ -36,8 +36,17 @@ export interface ToolCallServerOptions {
   readonly maxConcurrentToolCalls: number;
   /** The script reported its uncaught exception. */
   onException?(report: ScriptExceptionReport): void;
+  /** Any other notification of the script (`$ready`, `$cell_done`), with its unchecked params. */
+  onNotification?(method: string, params: unknown): void;
   /** The script went on calling far past the limit, or stopped reading replies: the engine should stop the run. */
   onAbuse?(reason: 'tool_calls', message: string): void;
+}
+
+/** What one run (or one session cell) may spend on tool calls; see {@link ToolCallServer.startBudget}. */
+export interface ToolCallBudget {
+  readonly maxToolCalls: number;
+  readonly toolCallTimeoutMs: number;
+  readonly maxConcurrentToolCalls: number;
 }
 
 /** A call from the moment it is accepted until its reply is written. */
@@ -47,7 +56,8 @@ interface ActiveCall {
   readonly params: unknown;
   /** Created only when the handler reads `context.signal`: most calls never need one. */
   controller: AbortController | undefined;
-  timer: NodeJS.Timeout | undefined;
+  /** When the call times out (`performance.now()` ms); set when it starts, so queued calls have none yet. */
+  deadline: number | undefined;
   done: boolean;
 }
 
@@ -84,24 +94,39 @@ export class ToolCallServer {
   readonly #splitter: LineSplitter;
   readonly #inFlight = new Map<number, ActiveCall>();
   readonly #queue: ActiveCall[] = [];
-  readonly #onTimeout = (call: ActiveCall): void => {
-    call.controller?.abort(new Error(CALL_TIMED_OUT));
-    this.#finish(
-      call,
-      encodeErrorReply(
-        call.id,
-        ChannelErrorCode.toolCallTimeout,
-        `${call.tool.descriptor.name}: the tool call timed out after ${this.#options.toolCallTimeoutMs} ms`,
-      ),
-    );
+  /** One timer for all calls, armed for the oldest started call (calls start in order, with the same timeout). */
+  #timeoutTimer: NodeJS.Timeout | undefined;
+  readonly #onTimeoutTimer = (): void => {
+    this.#timeoutTimer = undefined;
+    const now = performance.now();
+    for (const call of this.#inFlight.values()) {
+      if (call.deadline === undefined) break;
+      if (call.deadline > now) {
+        this.#armTimeout(call.deadline - now);
+        return;
+      }
+      call.controller?.abort(new Error(CALL_TIMED_OUT));
+      this.#finish(
+        call,
+        encodeErrorReply(
+          call.id,
+          ChannelErrorCode.toolCallTimeout,
+          `${call.tool.descriptor.name}: the tool call timed out after ${this.#budget.toolCallTimeoutMs} ms`,
+        ),
+      );
+    }
   };
+  #budget: ToolCallBudget;
   #accepted = 0;
   #refused = 0;
   #ended = false;
   #limitReached = false;
+  /** Set while calls are refused without ending the channel (a session between cells): the refusal message. */
+  #refusal: string | undefined;
 
   constructor(options: ToolCallServerOptions) {
     this.#options = options;
+    this.#budget = options;
     this.#splitter = new LineSplitter(options.maxFrameBytes, {
       line: (line) => this.#onLine(line),
       oversized: (limit) =>
@@ -130,13 +155,43 @@ export class ToolCallServer {
     return this.#limitReached;
   }
 
+  /**
+   * Starts a fresh budget (a session's next cell): the call count and the limit flag start again from zero, and calls
+   * are accepted again after {@link refuseCalls}.
+   */
+  startBudget(budget: ToolCallBudget): void {
+    this.#budget = budget;
+    this.#accepted = 0;
+    this.#refused = 0;
+    this.#limitReached = false;
+    this.#refusal = undefined;
+  }
+
+  /**
+   * Stops accepting calls while keeping the channel open (a session cell ended): calls in flight are aborted and
+   * answered with a `runEnded` error carrying `message`, and so is every later call until {@link startBudget}.
+   */
+  refuseCalls(message: string): void {
+    if (this.#ended) return;
+    this.#refusal = message;
+    const calls = [...this.#inFlight.values()];
+    this.#inFlight.clear();
+    this.#queue.length = 0;
+    for (const call of calls) {
+      if (call.done) continue;
+      call.done = true;
+      call.controller?.abort(new Error(message));
+      this.#reply(encodeErrorReply(call.id, ChannelErrorCode.runEnded, `${call.tool.descriptor.name}: ${message}`));
+    }
+  }
+
   /** Ends the channel: in-flight calls are aborted, later frames ignored, late results dropped. */
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
+    clearTimeout(this.#timeoutTimer);
     for (const call of this.#inFlight.values()) {
       call.done = true;
-      clearTimeout(call.timer);
       call.controller?.abort(new Error(RUN_ENDED));
     }
     this.#inFlight.clear();
@@ -181,20 +236,25 @@ export class ToolCallServer {
       );
       return;
     }
+    if (this.#refusal !== undefined) {
+      this.#reply(encodeErrorReply(id, ChannelErrorCode.runEnded, `${method}: ${this.#refusal}`));
+      return;
+    }
     if (this.#inFlight.has(id)) {
       this.#reply(encodeErrorReply(id, ChannelErrorCode.invalidRequest, `invalid request: id ${id} is already in use`));
       return;
     }
-    if (this.#accepted >= this.#options.maxToolCalls) {
+    const budget = this.#budget;
+    if (this.#accepted >= budget.maxToolCalls) {
       this.#limitReached = true;
       this.#reply(
-        encodeErrorReply(id, ChannelErrorCode.toolCallLimit, `tool call limit reached (${this.#options.maxToolCalls})`),
+        encodeErrorReply(id, ChannelErrorCode.toolCallLimit, `tool call limit reached (${budget.maxToolCalls})`),
       );
       this.#refused += 1;
       if (this.#refused === TOOL_CALL_FLOOD_ALLOWANCE) {
         this.#options.onAbuse?.(
           'tool_calls',
-          `the script made ${TOOL_CALL_FLOOD_ALLOWANCE} more tool calls after reaching the limit of ${this.#options.maxToolCalls}`,
+          `the script made ${TOOL_CALL_FLOOD_ALLOWANCE} more tool calls after reaching the limit of ${budget.maxToolCalls}`,
         );
       }
       return;
@@ -205,26 +265,34 @@ export class ToolCallServer {
       this.#reply(encodeErrorReply(id, ChannelErrorCode.unknownTool, `unknown tool "${method}"`));
       return;
     }
-    const call: ActiveCall = { id, tool, params: params ?? {}, controller: undefined, timer: undefined, done: false };
+    const call: ActiveCall = {
+      id,
+      tool,
+      params: params ?? {},
+      controller: undefined,
+      deadline: undefined,
+      done: false,
+    };
     const running = this.#inFlight.size - this.#queue.length;
     this.#inFlight.set(id, call);
-    if (running >= this.#options.maxConcurrentToolCalls) this.#queue.push(call);
+    if (running >= budget.maxConcurrentToolCalls) this.#queue.push(call);
     else this.#start(call);
   }
 
   #onNotification(method: string, params: unknown): void {
-    if (method === EXCEPTION_NOTIFICATION && typeof params === 'object' && params !== null) {
-      const report = params as Record<string, unknown>;
-      this.#options.onException?.({
-        type: String(report.type ?? 'Exception'),
-        message: String(report.message ?? ''),
-        traceback: typeof report.traceback === 'string' ? report.traceback : undefined,
-      });
+    if (method === EXCEPTION_NOTIFICATION) {
+      if (typeof params === 'object' && params !== null) {
+        this.#options.onException?.(exceptionReport(params as Record<string, unknown>));
+      }
+      return;
     }
+    this.#options.onNotification?.(method, params);
   }
 
   #start(call: ActiveCall): void {
-    call.timer = setTimeout(this.#onTimeout, this.#options.toolCallTimeoutMs, call);
+    const timeout = this.#budget.toolCallTimeoutMs;
+    call.deadline = performance.now() + timeout;
+    if (this.#timeoutTimer === undefined) this.#armTimeout(timeout);
     let checked: ArgumentCheck | Promise<ArgumentCheck>;
     try {
       checked = call.tool.checkArguments(call.params);
@@ -241,6 +309,12 @@ export class ToolCallServer {
     } else {
       this.#invoke(call, checked);
     }
+  }
+
+  #armTimeout(milliseconds: number): void {
+    this.#timeoutTimer = setTimeout(this.#onTimeoutTimer, Math.max(1, Math.ceil(milliseconds)));
+    // A pending timeout alone must not keep the host alive: the run's own timers and pipes do.
+    this.#timeoutTimer.unref();
   }
 
   #refuseArguments(call: ActiveCall, message: string): void {
@@ -289,7 +363,6 @@ export class ToolCallServer {
   #finish(call: ActiveCall, frame: string): void {
     if (call.done) return;
     call.done = true;
-    clearTimeout(call.timer);
     if (this.#ended) return;
     this.#inFlight.delete(call.id);
     this.#reply(frame);
@@ -309,4 +382,13 @@ export class ToolCallServer {
       );
     }
   }
+}
+
+/** Reads the params of a `$exception` notification (or the `exception` of a `$cell_done`) into a report. */
+export function exceptionReport(params: Readonly<Record<string, unknown>>): ScriptExceptionReport {
+  return {
+    type: String(params.type ?? 'Exception'),
+    message: String(params.message ?? ''),
+    traceback: typeof params.traceback === 'string' ? params.traceback : undefined,
+  };
 }

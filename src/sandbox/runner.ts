@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import type { Limits } from '../engine/limits.js';
 import type { PythonInterpreter } from './interpreter.js';
 
@@ -28,6 +29,12 @@ export interface LaunchRequest {
   readonly limits: Limits;
   /** Whether the script may use the network (sandboxed runs have none by default). */
   readonly network: boolean;
+  /**
+   * True when the interpreter runs no script code until the engine hands the script over on the channel, and the
+   * engine does that only after `containment.afterSpawn` resolved (pooled and session boots). The runner may then
+   * let the sandbox start while it finishes containing it (e.g. moving it into cgroups), instead of holding it.
+   */
+  readonly scriptGated?: boolean | undefined;
 }
 
 /** How to start a run: the engine spawns `command` with `args` in a new session, stdio 0..3 set up by the engine. */
@@ -46,12 +53,21 @@ export interface LaunchPlan {
   /** Run the spawned process as this uid/gid (e.g. 65534 when the host is root); default the host's own. */
   readonly uid?: number | undefined;
   readonly gid?: number | undefined;
+  /**
+   * Ask for one more `'pipe'` stdio slot (a socketpair) right after the inherited descriptors, at position
+   * `4 + inheritedFileDescriptors.length`; its host end is passed to `containment.afterSpawn`. The bubblewrap runner
+   * uses it on cgroup v2 to learn the sandbox's first process and hold it until it is inside the run's cgroups.
+   */
+  readonly controlChannel?: boolean | undefined;
 }
 
 /** Per-run resources a runner holds beyond the process (e.g. cgroups); all methods are safe to call twice. */
 export interface RunContainment {
-  /** Called right after spawn with the spawned process id. */
-  afterSpawn?(pid: number): void | Promise<void>;
+  /**
+   * Called right after spawn with the spawned process id, and the host end of the control channel when the plan
+   * asked for one. A rejection means the run could not be set up: kill the process group, `killAll`, `dispose`.
+   */
+  afterSpawn?(pid: number, controlChannel?: Duplex): void | Promise<void>;
   /** Kills every process of the run, including ones that left the process group. */
   killAll?(): void | Promise<void>;
   /** After exit: which limit stopped the run, read from the kernel's accounting (e.g. a cgroup OOM kill). */

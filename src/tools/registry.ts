@@ -43,8 +43,14 @@ export function registerTool(tool: Tool): RegisteredTool {
     descriptor,
     module: undefined,
     checkArguments,
-    async invoke(args: unknown, context: ToolContext): Promise<unknown> {
-      return await execute.call(tool, args as Record<string, unknown>, context);
+    invoke(args: unknown, context: ToolContext): Promise<unknown> {
+      // Not an async function: on every call's hot path, that would add a promise and two ticks around the handler's.
+      try {
+        const result: unknown = execute.call(tool, args as Record<string, unknown>, context);
+        return result instanceof Promise ? result : Promise.resolve(result);
+      } catch (error) {
+        return Promise.reject(error);
+      }
     },
   });
 }

@@ -1,0 +1,288 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Duplex, Readable, Writable } from 'node:stream';
+import type { ToolLookup } from '../rpc/tool-call-server.js';
+import { buildScriptEnvironment } from '../sandbox/environment.js';
+import type { PythonInterpreter } from '../sandbox/interpreter.js';
+import type { PreparedLaunch, RunContainment, SandboxRunner } from '../sandbox/runner.js';
+import { CodecallError } from './errors.js';
+import type { HintContext } from './failure-hints.js';
+import type { Limits } from './limits.js';
+import { forgetProcessGroup, signalProcessGroup, trackProcessGroup } from './process-registry.js';
+import {
+  createRunDirectory,
+  detachRunDirectory,
+  type RunDirectory,
+  removeRunDirectory,
+  SCRIPT_FILE_NAME,
+} from './run-directory.js';
+
+export { SCRIPT_FILE_NAME } from './run-directory.js';
+
+/** How a cold run's interpreter starts: import the boot module (its bytecode is cached, a script file's never is). */
+export const BOOT_COMMAND = 'import codecall_boot; codecall_boot.main()';
+/** How a warm-pool interpreter starts: prepared like a cold run, then it waits for its script on the channel. */
+export const POOLED_BOOT_COMMAND = 'import codecall_boot; codecall_boot.main_pooled()';
+/** How a session interpreter starts: it runs the cells sent on the channel until the host goes away. */
+export const SESSION_BOOT_COMMAND = 'import codecall_boot; codecall_boot.main_session()';
+
+/** How the boot runs the code: a script file (cold), a script sent later (pool), or cells (session). */
+export type BootMode = 'cold' | 'pooled' | 'session';
+
+const BOOT_ARGUMENTS: Readonly<Record<BootMode, readonly string[]>> = {
+  cold: ['-S', '-c', BOOT_COMMAND, SCRIPT_FILE_NAME],
+  pooled: ['-S', '-c', POOLED_BOOT_COMMAND, SCRIPT_FILE_NAME],
+  session: ['-S', '-c', SESSION_BOOT_COMMAND],
+};
+
+/** First stdio slot after the tool channel (fd 3): the runner's inherited descriptors start here. */
+const FIRST_INHERITED_SLOT = 4;
+
+/** Everything about a codecall instance that a run needs; fixed between runs. */
+export interface RunEnvironment {
+  readonly interpreter: PythonInterpreter;
+  readonly runner: SandboxRunner;
+  readonly tools: ToolLookup;
+  /** Directories for `sys.path` before the interpreter's site paths (generated modules, runtime). */
+  readonly modulePaths: readonly string[];
+  /** Directory of the shipped Python runtime (boot script and `codecall_runtime`). */
+  readonly runtimeDir: string;
+  readonly runsRoot: string;
+  /** Where full outputs and artifacts are kept after a run. */
+  readonly outputRoot: string;
+  readonly environmentExtra?: Readonly<Record<string, string>> | undefined;
+  readonly environmentPassthrough?: readonly string[] | undefined;
+  readonly network: boolean;
+  readonly hintContext: Omit<HintContext, 'limits'>;
+}
+
+/** Options of {@link launchInterpreter}. */
+export interface LaunchOptions {
+  /** Id of the run (names its directory; safe as a file name). */
+  readonly runId: string;
+  /** Limits the process is started with (rlimits, cgroups, frame size). */
+  readonly limits: Limits;
+  readonly mode: BootMode;
+  /** The script, written to the run directory before the launch (cold runs only). */
+  readonly script?: string | undefined;
+}
+
+/** How the interpreter process ended. */
+export type ProcessExit =
+  | { readonly code: number | null; readonly signal: NodeJS.Signals | null }
+  | { readonly error: Error };
+
+/** An interpreter started in its sandbox, with its private directory, pipes and channel. */
+export interface LaunchedInterpreter {
+  readonly runId: string;
+  readonly directory: RunDirectory;
+  readonly child: ChildProcess;
+  /** Pid of the spawned process, which leads its own process group. */
+  readonly pid: number;
+  /** Host end of the tool channel (fd 3 in the child). */
+  readonly channel: Duplex;
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  /** Sessions only: the interrupt pipe (the child's stdin, which the boot swaps for /dev/null). */
+  readonly stdin: Writable | undefined;
+  readonly containment: RunContainment | undefined;
+  /** Settles once, when the process has exited. */
+  readonly exited: Promise<ProcessExit>;
+  /** The exit, once it happened. */
+  readonly exit: ProcessExit | undefined;
+  /** Signals the process group (a group that is gone already is not an error). */
+  signal(signal: NodeJS.Signals): void;
+  /** Kills every process of the run: SIGKILL to the group, and the runner's `killAll` for processes that left it. */
+  killAll(): Promise<void>;
+  /** Keeps the host's event loop alive for this process (while a run or cell uses it) or not (idle). */
+  holdEventLoop(hold: boolean): void;
+  /**
+   * Kills what is left, takes the run directory out of its place (a rename) and deletes it, then releases the
+   * runner's resources; safe to call twice.
+   */
+  release(): Promise<void>;
+  /** Settles once {@link release} has taken the run directory away (its deletion and the runner's cleanup may go on). */
+  readonly directoryRemoved: Promise<void>;
+}
+
+/**
+ * Starts an interpreter in its sandbox: private run directory, allowlisted environment, `runner.prepare`, spawn with
+ * stdio 0..3 (3 is the tool channel socketpair) plus the runner's descriptors, then the runner's `afterSpawn`.
+ * Cold runs, warm-pool interpreters and sessions all start here, so they get the same limits and isolation.
+ * @throws CodecallError `SPAWN_FAILED` when the process cannot start, or what the runner throws.
+ */
+export async function launchInterpreter(
+  environment: RunEnvironment,
+  options: LaunchOptions,
+): Promise<LaunchedInterpreter> {
+  const { limits } = options;
+  const directory = createRunDirectory(environment.runsRoot, options.runId);
+  let prepared: PreparedLaunch | undefined;
+  try {
+    if (options.script !== undefined) {
+      writeFileSync(join(directory.root, SCRIPT_FILE_NAME), options.script, { mode: 0o600 });
+    }
+    const scriptEnvironment = buildScriptEnvironment({
+      workDir: directory.root,
+      tmpDir: directory.tmp,
+      artifactsDir: directory.artifacts,
+      pythonPath: [...environment.modulePaths, environment.runtimeDir, ...environment.interpreter.sitePaths],
+      limits,
+      extra: environment.environmentExtra,
+      passthrough: environment.environmentPassthrough,
+    });
+    prepared = await environment.runner.prepare({
+      runId: options.runId,
+      interpreter: environment.interpreter,
+      pythonArguments: BOOT_ARGUMENTS[options.mode],
+      workDir: directory.root,
+      readOnlyPaths: [...new Set([...environment.modulePaths, environment.runtimeDir])],
+      environment: scriptEnvironment,
+      limits,
+      network: environment.network,
+      // Pooled and session interpreters run no script code before `$run` / `$cell`, sent after `afterSpawn`.
+      scriptGated: options.mode !== 'cold',
+    });
+    return await spawnPrepared(prepared, directory, options);
+  } catch (error) {
+    await prepared?.containment?.dispose?.();
+    await removeRunDirectory(directory.root);
+    throw error;
+  }
+}
+
+async function spawnPrepared(
+  prepared: PreparedLaunch,
+  directory: RunDirectory,
+  options: LaunchOptions,
+): Promise<LaunchedInterpreter> {
+  const { plan, containment } = prepared;
+  const inherited = plan.inheritedFileDescriptors ?? [];
+  const controlSlot = plan.controlChannel ? FIRST_INHERITED_SLOT + inherited.length : undefined;
+  let child: ChildProcess;
+  try {
+    child = spawn(plan.command, plan.args, {
+      cwd: plan.cwd,
+      env: plan.environment,
+      detached: true,
+      stdio: [
+        options.mode === 'session' ? 'pipe' : 'ignore',
+        'pipe',
+        'pipe',
+        'pipe',
+        ...inherited,
+        ...(controlSlot !== undefined ? ['pipe' as const] : []),
+      ],
+      uid: plan.uid,
+      gid: plan.gid,
+    });
+  } catch (cause) {
+    throw spawnError(plan.command, cause);
+  }
+  let exit: ProcessExit | undefined;
+  const exited = new Promise<ProcessExit>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exit ??= { code, signal };
+      resolve(exit);
+    });
+    child.once('error', (error) => {
+      exit ??= { error };
+      resolve(exit);
+    });
+  });
+  const pid = child.pid;
+  if (pid === undefined) {
+    const failure = await exited;
+    throw spawnError(plan.command, 'error' in failure ? failure.error : undefined);
+  }
+  trackProcessGroup(pid);
+  const channel = child.stdio[3] as Duplex;
+  // The script may close its end or die at any time: errors on the pipes are the end of the stream, not a crash.
+  channel.on('error', () => {});
+  child.stdin?.on('error', () => {});
+  let killedAfterExit = false;
+  const killAll = async (): Promise<void> => {
+    // Once everything was killed after the exit, nothing of the run can be left: the cleanup skips a second round.
+    if (killedAfterExit) return;
+    const exitedBefore = exit !== undefined;
+    signalProcessGroup(pid, 'SIGKILL');
+    await containment?.killAll?.();
+    if (exitedBefore) killedAfterExit = true;
+  };
+  if (containment?.afterSpawn !== undefined) {
+    try {
+      await containment.afterSpawn(pid, controlSlot !== undefined ? (child.stdio[controlSlot] as Duplex) : undefined);
+    } catch (error) {
+      await killAll();
+      forgetProcessGroup(pid);
+      destroyStreams(child);
+      throw error;
+    }
+  }
+  let released: Promise<void> | undefined;
+  let directoryRemoved!: () => void;
+  const removed = new Promise<void>((resolve) => {
+    directoryRemoved = resolve;
+  });
+  const launched: LaunchedInterpreter = {
+    runId: options.runId,
+    directory,
+    child,
+    pid,
+    channel,
+    stdout: child.stdout as Readable,
+    stderr: child.stderr as Readable,
+    stdin: child.stdin ?? undefined,
+    containment,
+    exited,
+    get exit() {
+      return exit;
+    },
+    signal: (signal) => signalProcessGroup(pid, signal),
+    killAll,
+    holdEventLoop(hold) {
+      for (const handle of [child, child.stdout, child.stderr, channel, child.stdin]) {
+        const target = handle as { ref?: () => void; unref?: () => void } | null;
+        if (hold) target?.ref?.();
+        else target?.unref?.();
+      }
+    },
+    directoryRemoved: removed,
+    release() {
+      released ??= (async () => {
+        // The run's path goes first (one rename); what is left is killed, deleted and released after.
+        const detached = detachRunDirectory(directory.root);
+        try {
+          if (detached === directory.root) {
+            await killAll();
+            await removeRunDirectory(directory.root);
+          }
+        } finally {
+          directoryRemoved();
+        }
+        await killAll();
+        forgetProcessGroup(pid);
+        destroyStreams(child);
+        if (detached !== directory.root) await removeRunDirectory(detached);
+        await containment?.dispose?.();
+      })();
+      return released;
+    },
+  };
+  return launched;
+}
+
+function destroyStreams(child: ChildProcess): void {
+  for (const stream of child.stdio) stream?.destroy();
+}
+
+function spawnError(command: string, cause: unknown): CodecallError {
+  const code = (cause as NodeJS.ErrnoException | undefined)?.code;
+  return new CodecallError(
+    'SPAWN_FAILED',
+    `cannot start "${command}"${code ? ` (${code})` : ''}; check that it is installed and executable`,
+    { command },
+    { cause },
+  );
+}

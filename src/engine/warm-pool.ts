@@ -1,0 +1,237 @@
+import { READY_NOTIFICATION } from '../rpc/protocol.js';
+import { CodecallError } from './errors.js';
+import type { LaunchedInterpreter, RunEnvironment } from './interpreter-launch.js';
+import type { Limits } from './limits.js';
+
+/** Largest `pool.size` accepted. */
+export const MAX_POOL_SIZE = 64;
+/** Pooled interpreters that may fail to start in a row before the pool stops refilling until the next run. */
+export const MAX_POOL_START_FAILURES = 3;
+
+/**
+ * Limits fixed when an interpreter starts (rlimits, cgroups, the channel's frame size): a run asking for other
+ * values than the pool's cannot use a pooled interpreter and starts cold.
+ */
+const LAUNCH_LIMIT_KEYS = [
+  'memoryBytes',
+  'maxProcesses',
+  'maxFileBytes',
+  'maxOpenFiles',
+  'cpuSeconds',
+  'maxFrameBytes',
+] as const satisfies readonly (keyof Limits)[];
+
+/** The `pool` option of `createCodecall`. */
+export interface PoolOptions {
+  /** Interpreters kept started and waiting, each used for one run (default 0: every run starts cold). */
+  readonly size?: number;
+}
+
+/**
+ * Checks the `pool` option.
+ * @throws CodecallError `INVALID_CONFIG` naming the bad value.
+ */
+export function resolvePoolSize(pool: unknown): number {
+  if (pool === undefined) return 0;
+  if (typeof pool !== 'object' || pool === null || Array.isArray(pool)) {
+    throw new CodecallError('INVALID_CONFIG', `pool must be an object like { size: 2 }, got ${JSON.stringify(pool)}`, {
+      pool,
+    });
+  }
+  for (const key of Object.keys(pool)) {
+    if (key !== 'size') {
+      throw new CodecallError('INVALID_CONFIG', `unknown pool option "${key}"; known options: size`, { key });
+    }
+  }
+  const size = (pool as PoolOptions).size ?? 0;
+  if (typeof size !== 'number' || !Number.isInteger(size) || size < 0 || size > MAX_POOL_SIZE) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `pool.size must be an integer from 0 to ${MAX_POOL_SIZE}, got ${JSON.stringify(size)}`,
+      { size },
+    );
+  }
+  return size;
+}
+
+/** Options of {@link WarmPool}. */
+export interface WarmPoolOptions {
+  readonly size: number;
+  /** Limits the pooled interpreters start with (the codecall's). */
+  readonly limits: Limits;
+  /** Starts one interpreter in `pooled` mode. */
+  launch(environment: RunEnvironment): Promise<LaunchedInterpreter>;
+  /** Takes the cleanup of a discarded interpreter, which `close()` of the codecall waits for. */
+  deferCleanup(cleanup: Promise<void>): void;
+}
+
+interface PoolEntry {
+  launched: LaunchedInterpreter | undefined;
+  launching: Promise<LaunchedInterpreter | undefined>;
+  ready: boolean;
+  taken: boolean;
+  stopWatching: (() => void) | undefined;
+}
+
+/**
+ * Interpreters started ahead of time in their sandbox, each waiting (after the boot's preparation) for one script
+ * over its channel. A run takes one, hands it the script with `$run`, and the pool starts a replacement in the
+ * background. An interpreter is never used twice.
+ */
+export class WarmPool {
+  readonly #options: WarmPoolOptions;
+  readonly #entries = new Set<PoolEntry>();
+  #environment: RunEnvironment | undefined;
+  #failures = 0;
+  #closed = false;
+  #refillScheduled = false;
+
+  constructor(options: WarmPoolOptions) {
+    this.#options = options;
+  }
+
+  /** Interpreters started or starting now. */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** Interpreters that reported `$ready`. */
+  get readyCount(): number {
+    return [...this.#entries].filter((entry) => entry.ready).length;
+  }
+
+  /** Starts interpreters until the pool is full (discarding those started for another environment). */
+  fill(environment: RunEnvironment): void {
+    if (this.#closed || this.#options.size === 0) return;
+    if (this.#environment !== environment) {
+      this.#discardAll();
+      this.#environment = environment;
+      this.#failures = 0;
+    }
+    while (this.#entries.size < this.#options.size && this.#failures < MAX_POOL_START_FAILURES) {
+      this.#start(environment);
+    }
+  }
+
+  /**
+   * Refills the pool once the current work is done (spawning blocks the host's thread for a millisecond or more:
+   * call this after a run has returned its result, not before it starts).
+   */
+  refillSoon(environment: RunEnvironment): void {
+    if (this.#refillScheduled || this.#closed || this.#options.size === 0) return;
+    this.#refillScheduled = true;
+    setImmediate(() => {
+      this.#refillScheduled = false;
+      // Every run gives a failing pool another chance.
+      if (this.#failures >= MAX_POOL_START_FAILURES) this.#failures = MAX_POOL_START_FAILURES - 1;
+      this.fill(environment);
+    });
+  }
+
+  /**
+   * A waiting interpreter for a run with these limits, or undefined when there is none or the run's launch limits
+   * differ from the pool's: the run then starts cold. The pool is not refilled here (see {@link refillSoon}), except
+   * the first time or after the environment changed.
+   */
+  async take(environment: RunEnvironment, limits: Limits): Promise<LaunchedInterpreter | undefined> {
+    if (this.#closed || this.#options.size === 0) return undefined;
+    if (!LAUNCH_LIMIT_KEYS.every((key) => limits[key] === this.#options.limits[key])) return undefined;
+    if (this.#environment !== environment) this.fill(environment);
+    const entries = [...this.#entries];
+    // Ready first; then started; then one still starting, which is at least as far along as a cold start.
+    const entry =
+      entries.find((candidate) => candidate.ready) ??
+      entries.find((candidate) => candidate.launched !== undefined) ??
+      entries[0];
+    if (entry === undefined) return undefined;
+    this.#entries.delete(entry);
+    entry.taken = true;
+    entry.stopWatching?.();
+    const launched = entry.launched ?? (await entry.launching);
+    if (launched === undefined) return undefined;
+    if (launched.exit !== undefined) {
+      this.#options.deferCleanup(launched.release());
+      return undefined;
+    }
+    return launched;
+  }
+
+  /** Kills every waiting interpreter; the pool starts no more. */
+  close(): void {
+    this.#closed = true;
+    this.#discardAll();
+  }
+
+  #start(environment: RunEnvironment): void {
+    const entry: PoolEntry = {
+      launched: undefined,
+      launching: Promise.resolve(undefined),
+      ready: false,
+      taken: false,
+      stopWatching: undefined,
+    };
+    entry.launching = this.#options.launch(environment).then(
+      (launched) => {
+        entry.launched = launched;
+        if (!entry.taken && !this.#entries.has(entry)) {
+          // Discarded while it started (pool closed, or the environment changed).
+          this.#options.deferCleanup(launched.release());
+          return undefined;
+        }
+        if (!entry.taken) this.#watch(entry, launched);
+        return launched;
+      },
+      () => {
+        this.#entries.delete(entry);
+        this.#failures += 1;
+        return undefined;
+      },
+    );
+    this.#entries.add(entry);
+  }
+
+  /** Waits for `$ready` and for an early death; an idle pooled interpreter does not keep the host alive. */
+  #watch(entry: PoolEntry, launched: LaunchedInterpreter): void {
+    launched.holdEventLoop(false);
+    let received = '';
+    const onData = (chunk: Buffer) => {
+      received += chunk.toString('utf8');
+      const newline = received.indexOf('\n');
+      if (newline === -1) return;
+      try {
+        const message = JSON.parse(received.slice(0, newline)) as { method?: unknown };
+        if (message.method === READY_NOTIFICATION) {
+          entry.ready = true;
+          this.#failures = 0;
+        }
+      } catch {
+        // Not the boot's frame: the interpreter stays usable, only not known to be ready.
+      }
+      stopWatching();
+    };
+    const stopWatching = () => {
+      launched.channel.off('data', onData);
+      // Nothing else arrives before `$run`; paused, the channel keeps whatever does for the run's server.
+      launched.channel.pause();
+      entry.stopWatching = undefined;
+    };
+    entry.stopWatching = stopWatching;
+    launched.channel.on('data', onData);
+    void launched.exited.then(() => {
+      if (entry.taken || !this.#entries.has(entry)) return;
+      this.#entries.delete(entry);
+      if (!entry.ready) this.#failures += 1;
+      this.#options.deferCleanup(launched.release());
+      if (this.#environment !== undefined) this.refillSoon(this.#environment);
+    });
+  }
+
+  #discardAll(): void {
+    const entries = [...this.#entries];
+    this.#entries.clear();
+    for (const entry of entries) {
+      entry.stopWatching?.();
+      if (entry.launched !== undefined) this.#options.deferCleanup(entry.launched.release());
+    }
+  }
+}

@@ -1,0 +1,592 @@
+import { closeSync, lchownSync, openSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { Duplex } from 'node:stream';
+import { CodecallError } from '../engine/errors.js';
+import {
+  etcArguments,
+  groupContent,
+  hostIsRoot,
+  isolationArguments,
+  passwdContent,
+  type SandboxUser,
+  scratchArguments,
+  systemDirectoryArguments,
+  systemRoots,
+} from './bubblewrap-arguments.js';
+import { probeSandbox, type SandboxProbe, type SandboxProbeOptions } from './bubblewrap-probe.js';
+import { createRunCgroups, type RunCgroups, warmUpCgroupMigration } from './cgroups.js';
+import type { PythonInterpreter } from './interpreter.js';
+import type { LaunchPlan, LaunchRequest, PreparedLaunch, RunContainment, SandboxRunner } from './runner.js';
+import { chooseSandboxFilesDirectory, writeContentAddressedFile } from './sandbox-files.js';
+import { openSeccompProgram } from './seccomp.js';
+import {
+  createStagingNamespace,
+  findNsenter,
+  isInside,
+  isReachableBy,
+  type StagingNamespace,
+  type StagingRoot,
+} from './staging-namespace.js';
+
+/**
+ * Processes of bwrap itself in a run's pids cgroup, on top of the script's `maxProcesses`: the sandbox's pid 1, and
+ * bwrap's monitor when the launcher joined the cgroups itself (it becomes the monitor).
+ */
+export const BUBBLEWRAP_SUPERVISOR_PROCESSES = { launcher: 2, host: 1 } as const;
+/** How much later than the run's CPU limit RLIMIT_CPU stops a process, when the cgroup watchdog enforces the limit. */
+export const RLIMIT_CPU_BACKSTOP_SECONDS = 2;
+/** How long bwrap may take to report its sandbox process on the control channel. */
+export const CONTROL_CHANNEL_TIMEOUT_MS = 10_000;
+/** First descriptor number of `inheritedFileDescriptors` in the child. */
+const FIRST_INHERITED_DESCRIPTOR = 4;
+/**
+ * The cgroup v1 launcher (dash or any POSIX sh, single-threaded): writes `0` to each `tasks` file given before `--`,
+ * moving itself into the run's cgroups, then becomes bwrap. Everything of the run descends from it.
+ */
+const SELF_JOIN_SCRIPT = [
+  'while [ "$1" != -- ]; do',
+  '  echo 0 >"$1" || { echo "codecall: cannot join the run cgroup $1" >&2; exit 125; }',
+  '  shift',
+  'done',
+  'shift',
+  // The shell exports PWD; bwrap (pid 1 in the sandbox, its environment readable there) must start with nothing.
+  'unset PWD',
+  'exec "$@"',
+].join('\n');
+/** Depth of the run directory walked when handing it to the sandbox user (it holds script.py, tmp/, artifacts/). */
+const OWNERSHIP_WALK_DEPTH = 2;
+
+/** Options of the bubblewrap runner. */
+export interface BubblewrapRunnerOptions extends SandboxProbeOptions {
+  /** Use per-run cgroups where this host allows them (default true); without them runs have rlimits only. */
+  readonly cgroups?: boolean | undefined;
+  /** More host paths the script may read (e.g. a shared library outside the interpreter's prefix). */
+  readonly extraReadOnlyPaths?: readonly string[] | undefined;
+  /**
+   * How a run's processes get into its cgroups: `launcher` (cgroup v1 only, the default there: the launcher moves
+   * itself in before it starts bwrap) or `host` (the default on v2: the host moves bwrap's first sandbox process).
+   */
+  readonly cgroupJoin?: 'launcher' | 'host' | undefined;
+}
+
+/** One bind mount: `source` on the host (what bwrap opens), `destination` inside the sandbox. */
+interface Mount {
+  readonly source: string;
+  readonly destination: string;
+  /** Only the run directory is. */
+  readonly writable: boolean;
+}
+
+/**
+ * Probes the machine and returns the bubblewrap runner.
+ * @throws CodecallError `SANDBOX_UNAVAILABLE` naming the cause (bwrap missing, user namespaces disabled, ...).
+ */
+export async function createBubblewrapRunner(options: BubblewrapRunnerOptions = {}): Promise<BubblewrapRunner> {
+  const probe = await probeSandbox(options);
+  if (!probe.bubblewrap.available || probe.bubblewrap.path === undefined) {
+    throw new CodecallError(
+      'SANDBOX_UNAVAILABLE',
+      `sandbox "bubblewrap" cannot run here: ${probe.bubblewrap.reason ?? 'unknown reason'}`,
+      { probe },
+    );
+  }
+  return new BubblewrapRunner(probe, options);
+}
+
+/**
+ * Isolation level `bubblewrap`: the interpreter runs in a bwrap sandbox started with an empty environment, in new
+ * user, pid, network, ipc, uts and cgroup namespaces, without capabilities, as an unprivileged user (65534 when the
+ * host is root), under a seccomp filter, seeing read-only /usr, its interpreter, the runtime and a minimal /etc,
+ * with only its run directory and sized tmpfs writable, inside per-run cgroups where the host allows them.
+ */
+export class BubblewrapRunner implements SandboxRunner {
+  readonly isolation = 'bubblewrap' as const;
+  /** What the probe found (bwrap version, cgroups, seccomp). */
+  readonly probe: SandboxProbe;
+  private readonly bubblewrapPath: string;
+  private readonly user: SandboxUser;
+  private readonly filesDirectory: string;
+  private readonly useCgroups: boolean;
+  private readonly extraReadOnlyPaths: readonly string[];
+  private readonly cgroupJoin: 'launcher' | 'host' | undefined;
+  private readonly fixedArguments = new Map<boolean, readonly string[]>();
+  private readonly interpreterPaths = new Map<string, readonly string[]>();
+  private readonly realPaths = new Map<string, string>();
+  private readonly reachable = new Map<string, boolean>();
+  private staging:
+    | { readonly roots: readonly StagingRoot[]; readonly namespace: Promise<StagingNamespace> }
+    | undefined;
+  private devNull: number | undefined;
+  private accounts: { readonly passwd: string; readonly group: string } | undefined;
+
+  /** Use {@link createBubblewrapRunner}, which probes first. */
+  constructor(probe: SandboxProbe, options: BubblewrapRunnerOptions = {}) {
+    if (probe.bubblewrap.path === undefined) {
+      throw new CodecallError('SANDBOX_UNAVAILABLE', 'BubblewrapRunner needs a probe that found bwrap', { probe });
+    }
+    this.probe = probe;
+    this.bubblewrapPath = probe.bubblewrap.path;
+    this.user = probe.sandboxUser;
+    this.filesDirectory = chooseSandboxFilesDirectory(
+      options.filesDirectory,
+      (directory) => !hostIsRoot() || isReachableBy(directory, this.user.uid, this.user.gid),
+    );
+    this.useCgroups = (options.cgroups ?? true) && probe.cgroups.writable;
+    this.extraReadOnlyPaths = options.extraReadOnlyPaths ?? [];
+    this.cgroupJoin = options.cgroupJoin;
+  }
+
+  /** Whether runs get per-run cgroups. */
+  get cgroupsActive(): boolean {
+    return this.useCgroups;
+  }
+
+  async prepare(request: LaunchRequest): Promise<PreparedLaunch> {
+    const { limits } = request;
+    // cgroup v1: the launch joins the run itself, cheaply, before it starts bwrap (see RunCgroups.selfJoinFiles).
+    const launcherJoins = this.cgroupJoin !== 'host' && this.probe.cgroups.version === 1;
+    const cgroups = this.useCgroups ? this.createCgroups(request, launcherJoins) : undefined;
+    const selfJoinFiles = launcherJoins ? cgroups?.selfJoinFiles : undefined;
+    const viaControlChannel = cgroups !== undefined && selfJoinFiles === undefined;
+    const warmUp = viaControlChannel ? warmUpCgroupMigration() : undefined;
+    let seccomp: number | undefined;
+    try {
+      if (hostIsRoot()) handToSandboxUser(request.workDir, this.user, OWNERSHIP_WALK_DEPTH);
+      const mounts = this.mountsFor(request);
+      const staging = await this.stagingFor(mounts);
+      seccomp = this.probe.seccomp ? openSeccompProgram(this.filesDirectory) : undefined;
+      // Held at the user namespace until it is inside its cgroups, unless the engine holds the script itself.
+      const holdSandbox = viaControlChannel && request.scriptGated !== true;
+      const descriptors: number[] = [];
+      if (seccomp !== undefined) descriptors.push(seccomp);
+      const infoPosition = FIRST_INHERITED_DESCRIPTOR + descriptors.length;
+      if (holdSandbox) descriptors.push(this.nullDescriptor());
+      const stagingPosition = FIRST_INHERITED_DESCRIPTOR + descriptors.length;
+      if (staging !== undefined) descriptors.push(staging.descriptor);
+      const controlPosition = FIRST_INHERITED_DESCRIPTOR + descriptors.length;
+
+      const environment = { ...request.environment };
+      if (cgroups !== undefined && environment.CODECALL_RLIMITS !== undefined) {
+        environment.CODECALL_RLIMITS = cgroupAwareRlimits(environment.CODECALL_RLIMITS, cgroups, limits.cpuSeconds);
+      }
+      const accounts = this.accountFiles();
+      const bubblewrapArguments = [
+        ...this.fixedArgumentsFor(request.network),
+        '--ro-bind',
+        staging?.reachable(accounts.passwd) ?? accounts.passwd,
+        '/etc/passwd',
+        '--ro-bind',
+        staging?.reachable(accounts.group) ?? accounts.group,
+        '/etc/group',
+        ...scratchArguments(limits.maxFileBytes),
+        ...mounts.flatMap((mount) => [
+          mount.writable ? '--bind' : '--ro-bind',
+          staging?.reachable(mount.source) ?? mount.source,
+          mount.destination,
+        ]),
+        ...scratchDirectoryArguments(environment.TMPDIR, request.workDir, limits.maxFileBytes),
+        '--remount-ro',
+        '/',
+        '--chdir',
+        request.workDir,
+        ...(seccomp !== undefined ? ['--seccomp', String(FIRST_INHERITED_DESCRIPTOR)] : ['--disable-userns']),
+        // The sandbox's first pid comes on the status channel. To hold the sandbox, bwrap needs --info-fd with
+        // --userns-block-fd but closes it before blocking: the info goes to /dev/null, and the status channel, which
+        // stays open, doubles as the block descriptor.
+        ...(viaControlChannel ? ['--json-status-fd', String(controlPosition)] : []),
+        ...(holdSandbox ? ['--info-fd', String(infoPosition), '--userns-block-fd', String(controlPosition)] : []),
+        '--clearenv',
+        ...Object.entries(environment).flatMap(([name, value]) => ['--setenv', name, value]),
+        '--',
+        request.interpreter.executable,
+        ...request.pythonArguments,
+      ];
+      // Started as: [nsenter into the staging namespace, dropping to the sandbox user] [sh joining the cgroups] bwrap.
+      const command = [
+        ...(staging !== undefined
+          ? [
+              findNsenter(),
+              `--mount=/proc/self/fd/${stagingPosition}`,
+              ...(hostIsRoot() ? ['-S', String(this.user.uid), '-G', String(this.user.gid)] : []),
+              '--',
+            ]
+          : []),
+        ...(selfJoinFiles !== undefined ? ['/bin/sh', '-c', SELF_JOIN_SCRIPT, 'sh', ...selfJoinFiles, '--'] : []),
+        this.bubblewrapPath,
+        ...bubblewrapArguments,
+      ];
+      const plan: LaunchPlan = {
+        command: command[0] as string,
+        args: command.slice(1),
+        environment: {},
+        cwd: '/',
+        inheritedFileDescriptors: descriptors,
+        controlChannel: viaControlChannel,
+        ...(hostIsRoot() && staging === undefined ? { uid: this.user.uid, gid: this.user.gid } : {}),
+      };
+      return {
+        plan,
+        containment: new BubblewrapContainment({
+          cgroups,
+          seccomp,
+          user: this.user,
+          warmUp,
+          mode:
+            cgroups === undefined ? 'none' : selfJoinFiles !== undefined ? 'self-join' : holdSandbox ? 'held' : 'gated',
+        }),
+      };
+    } catch (error) {
+      if (seccomp !== undefined) closeQuietly(seccomp);
+      await cgroups?.dispose();
+      throw error;
+    }
+  }
+
+  /** The sandbox's /etc/passwd and /etc/group, written once into the sandbox files directory. */
+  private accountFiles(): { readonly passwd: string; readonly group: string } {
+    this.accounts ??= {
+      passwd: writeContentAddressedFile(this.filesDirectory, 'passwd', passwdContent(this.user)),
+      group: writeContentAddressedFile(this.filesDirectory, 'group', groupContent(this.user)),
+    };
+    return this.accounts;
+  }
+
+  /** A descriptor of /dev/null held for the runner's life, handed to every run (its offset means nothing). */
+  private nullDescriptor(): number {
+    this.devNull ??= openSync('/dev/null', 'w');
+    return this.devNull;
+  }
+
+  private createCgroups(request: LaunchRequest, launcherJoins: boolean): RunCgroups | undefined {
+    try {
+      return createRunCgroups(
+        request.runId,
+        {
+          memoryBytes: request.limits.memoryBytes,
+          maxTasks: request.limits.maxProcesses + BUBBLEWRAP_SUPERVISOR_PROCESSES[launcherJoins ? 'launcher' : 'host'],
+          cpuSeconds: request.limits.cpuSeconds,
+        },
+        // The launcher runs as the sandbox user: it may write itself into the run's `tasks` files.
+        launcherJoins && hostIsRoot() ? { selfJoinUser: this.user } : {},
+      );
+    } catch (cause) {
+      throw new CodecallError(
+        'SANDBOX_UNAVAILABLE',
+        `cannot create the cgroups of run ${request.runId} (${(cause as Error).message}); ` +
+          'check that /sys/fs/cgroup is writable or disable cgroups for the sandbox',
+        { runId: request.runId },
+        { cause },
+      );
+    }
+  }
+
+  private fixedArgumentsFor(network: boolean): readonly string[] {
+    let fixed = this.fixedArguments.get(network);
+    if (fixed === undefined) {
+      fixed = [...isolationArguments(network), ...systemDirectoryArguments(), ...etcArguments(network)];
+      this.fixedArguments.set(network, fixed);
+    }
+    return fixed;
+  }
+
+  private realPath(path: string): string {
+    let real = this.realPaths.get(path);
+    if (real === undefined) {
+      real = realpathSync(path);
+      this.realPaths.set(path, real);
+    }
+    return real;
+  }
+
+  /** Directories of the interpreter not already inside the system directories, outermost only. */
+  private interpreterRoots(interpreter: PythonInterpreter): readonly string[] {
+    let roots = this.interpreterPaths.get(interpreter.executable);
+    if (roots === undefined) {
+      const candidates = [
+        interpreter.executable,
+        interpreter.basePrefix,
+        ...interpreter.stdlibPaths,
+        ...interpreter.sitePaths,
+      ];
+      roots = outermost(candidates.filter((path) => !systemRoots().some((root) => isInside(path, root))));
+      this.interpreterPaths.set(interpreter.executable, roots);
+    }
+    return roots;
+  }
+
+  /**
+   * Everything bound into the sandbox: the interpreter and the read-only paths, then the run directory (the one
+   * writable). A read-only path holding the run directory is left out: it would show the other runs.
+   */
+  private mountsFor(request: LaunchRequest): Mount[] {
+    const readOnly = outermost([
+      ...this.interpreterRoots(request.interpreter),
+      ...request.readOnlyPaths,
+      ...this.extraReadOnlyPaths,
+    ]).filter((path) => !isInside(request.workDir, path));
+    const mounts = readOnly.map((destination) => ({
+      source: this.realPath(destination),
+      destination,
+      writable: false,
+    }));
+    mounts.push({ source: realpathSync(request.workDir), destination: request.workDir, writable: true });
+    // Parents before what lies inside them, or a later bind would hide an earlier one.
+    return mounts.sort((left, right) => (left.destination < right.destination ? -1 : 1));
+  }
+
+  private isReachable(path: string): boolean {
+    let reachable = this.reachable.get(path);
+    if (reachable === undefined) {
+      reachable = isReachableBy(path, this.user.uid, this.user.gid);
+      this.reachable.set(path, reachable);
+    }
+    return reachable;
+  }
+
+  /**
+   * The staging namespace when some source is out of the sandbox user's reach (only when the host is root), made
+   * once per set of roots. A run directory is staged through its parent, the runs root, so later runs reuse it.
+   */
+  private async stagingFor(mounts: readonly Mount[]): Promise<StagingNamespace | undefined> {
+    if (!hostIsRoot()) return undefined;
+    const needed: StagingRoot[] = [];
+    if (!this.isReachable(this.filesDirectory)) needed.push({ path: this.filesDirectory, writable: false });
+    for (const mount of mounts) {
+      // A run directory is new every run but belongs to the sandbox user: what matters is its parent, the runs root.
+      if (mount.writable) {
+        const runsRoot = dirname(mount.source);
+        if (!this.isReachable(runsRoot)) needed.push({ path: runsRoot, writable: true });
+      } else if (!this.isReachable(mount.source)) {
+        needed.push({ path: mount.source, writable: false });
+      }
+    }
+    if (needed.length === 0) return undefined;
+    const known = this.staging?.roots ?? [];
+    const covered = (root: StagingRoot) =>
+      known.some((staged) => isInside(root.path, staged.path) && (staged.writable || !root.writable));
+    if (this.staging !== undefined && needed.every(covered)) return this.staging.namespace;
+    const roots = outermostRoots([...known, ...needed]);
+    const namespace = createStagingNamespace(roots, this.filesDirectory);
+    this.staging = { roots, namespace };
+    namespace.catch(() => {
+      if (this.staging?.namespace === namespace) this.staging = undefined;
+    });
+    return namespace;
+  }
+}
+
+/** Staging roots with the ones inside another removed; a root is writable when any root it absorbs was. */
+function outermostRoots(roots: readonly StagingRoot[]): StagingRoot[] {
+  const paths = outermost(roots.map((root) => root.path));
+  return paths.map((path) => ({
+    path,
+    writable: roots.some((root) => root.writable && isInside(root.path, path)),
+  }));
+}
+
+/**
+ * The rlimits of a run under cgroups. RLIMIT_NPROC goes: the pids cgroup caps this run alone, where the rlimit would
+ * count every process of the uid. RLIMIT_CPU becomes a backstop: the cgroup watchdog enforces the CPU time of the
+ * whole run and records why it stopped it, while RLIMIT_CPU, per process and counted in scheduler ticks, can fire
+ * when the run's precise CPU time is still 10 % short of the limit (measured under load), leaving no accounting
+ * that says "cpu".
+ */
+function cgroupAwareRlimits(specification: string, cgroups: RunCgroups, cpuSeconds: number): string {
+  return specification
+    .split(',')
+    .filter((item) => !(item.startsWith('nproc=') && cgroups.limitsProcesses))
+    .map((item) =>
+      item.startsWith('cpu=') && cgroups.accountsCpu ? `cpu=${cpuSeconds + RLIMIT_CPU_BACKSTOP_SECONDS}` : item,
+    )
+    .join(',');
+}
+
+/** Paths with every path inside another one of the list removed, sorted. */
+function outermost(paths: readonly string[]): string[] {
+  const unique = [...new Set(paths)].sort();
+  return unique.filter((path) => !unique.some((other) => other !== path && isInside(path, other)));
+}
+
+/** A sized tmpfs on the script's TMPDIR when it lies inside the run directory (scratch files stay in RAM, capped). */
+function scratchDirectoryArguments(tmpDirectory: string | undefined, workDir: string, bytes: number): string[] {
+  if (tmpDirectory === undefined || tmpDirectory === workDir || !isInside(tmpDirectory, workDir)) return [];
+  return ['--size', String(bytes), '--tmpfs', tmpDirectory];
+}
+
+/** Gives the run directory (and what the engine put in it) to the sandbox user, never following links. */
+function handToSandboxUser(directory: string, user: SandboxUser, depth: number): void {
+  lchownSync(directory, user.uid, user.gid);
+  if (depth === 0) return;
+  for (const entry of readdirSync(directory, { withFileTypes: true })) {
+    const path = join(directory, entry.name);
+    if (entry.isDirectory()) handToSandboxUser(path, user, depth - 1);
+    else lchownSync(path, user.uid, user.gid);
+  }
+}
+
+function closeQuietly(descriptor: number): void {
+  try {
+    closeSync(descriptor);
+  } catch {
+    // Closed already.
+  }
+}
+
+/**
+ * How a run's processes get into its cgroups. `self-join` (cgroup v1): the launcher moves itself in before it starts
+ * bwrap. `held` (v2): bwrap waits (`--userns-block-fd`) right after making the user namespace, before it sets
+ * anything up or starts a process; the host moves that first sandbox process in, writes the namespace's id maps, then
+ * lets it go. `gated` (v2, the engine holds the script until `afterSpawn` resolves): bwrap runs on while the host
+ * moves its first process and what that process forked already, so the move's wait for an RCU grace period overlaps
+ * the interpreter's start. In every mode no script code runs outside the cgroups.
+ */
+type ContainmentMode = 'none' | 'self-join' | 'held' | 'gated';
+
+/** The per-run side of the sandbox: descriptors to close, the run's cgroups to join, watch, kill and remove. */
+class BubblewrapContainment implements RunContainment {
+  private readonly cgroups: RunCgroups | undefined;
+  private readonly user: SandboxUser;
+  private readonly warmUp: Promise<void> | undefined;
+  private readonly mode: ContainmentMode;
+  private seccompDescriptor: number | undefined;
+  private sandboxPid: number | undefined;
+  private controlChannel: Duplex | undefined;
+
+  constructor(options: {
+    readonly cgroups: RunCgroups | undefined;
+    readonly seccomp: number | undefined;
+    readonly user: SandboxUser;
+    readonly warmUp: Promise<void> | undefined;
+    readonly mode: ContainmentMode;
+  }) {
+    this.cgroups = options.cgroups;
+    this.seccompDescriptor = options.seccomp;
+    this.user = options.user;
+    this.warmUp = options.warmUp;
+    this.mode = options.mode;
+  }
+
+  private closeDescriptors(): void {
+    if (this.seccompDescriptor !== undefined) closeQuietly(this.seccompDescriptor);
+    this.seccompDescriptor = undefined;
+  }
+
+  async afterSpawn(pid: number, controlChannel?: Duplex): Promise<void> {
+    // The child has its own copy now.
+    this.closeDescriptors();
+    if (this.cgroups === undefined) return;
+    if (this.mode === 'self-join') {
+      this.cgroups.startWatchdog();
+      return;
+    }
+    if (controlChannel === undefined) {
+      killQuietly(pid);
+      throw new CodecallError(
+        'SANDBOX_UNAVAILABLE',
+        'the bubblewrap runner asked for a control channel (plan.controlChannel) and the engine did not pass one',
+        { pid },
+      );
+    }
+    this.controlChannel = controlChannel;
+    try {
+      const sandboxPid = await readSandboxPid(controlChannel);
+      this.sandboxPid = sandboxPid;
+      await this.warmUp;
+      // Only the sandbox's first process and what it forked: the script descends from it. bwrap's monitor stays out.
+      this.cgroups.join([sandboxPid]);
+      if (this.mode === 'held') {
+        writeIdentityMaps(sandboxPid, this.user);
+        controlChannel.write('1');
+      } else {
+        // It is inside now: whatever it forks from here on is born inside; what it forked before is listed.
+        this.cgroups.join(childrenOf(sandboxPid));
+      }
+      // bwrap reports the exit status on the channel later: keep reading, or its write could block or SIGPIPE it.
+      controlChannel.resume();
+      (controlChannel as Duplex & { unref?: () => void }).unref?.();
+      this.cgroups.startWatchdog();
+    } catch (cause) {
+      controlChannel.destroy();
+      killQuietly(pid);
+      if (this.sandboxPid !== undefined) killQuietly(this.sandboxPid);
+      throw new CodecallError(
+        'SANDBOX_UNAVAILABLE',
+        `cannot put the sandbox into its cgroups (${(cause as Error).message})`,
+        { pid },
+        { cause },
+      );
+    }
+  }
+
+  /**
+   * The engine kills the process group (bwrap's monitor; its death takes the sandbox down with it); this kills what
+   * is in the run's cgroups, by their current list, so a recycled pid is never hit.
+   */
+  async killAll(): Promise<void> {
+    await this.cgroups?.killAll();
+  }
+
+  limitReason() {
+    return this.cgroups?.limitReason();
+  }
+
+  async dispose(): Promise<void> {
+    this.closeDescriptors();
+    this.controlChannel?.destroy();
+    await this.cgroups?.dispose();
+  }
+}
+
+/** Children of a process (all its threads'), from /proc. */
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const thread of readdirSync(`/proc/${pid}/task`)) {
+    const text = readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').trim();
+    if (text !== '') children.push(...text.split(/\s+/).map(Number));
+  }
+  return children;
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // Gone already.
+  }
+}
+
+/** Reads `"child-pid": N` from bwrap's `--json-status-fd` JSON: the sandbox's first process, as the host sees it. */
+function readSandboxPid(channel: Duplex): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    const finish = (error: Error | undefined, pid?: number) => {
+      clearTimeout(timer);
+      channel.off('data', onData);
+      channel.off('end', onEnd);
+      channel.off('error', onError);
+      if (error !== undefined || pid === undefined) reject(error);
+      else resolve(pid);
+    };
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString();
+      const match = /"child-pid"\s*:\s*(\d+)\D/.exec(text);
+      if (match) finish(undefined, Number(match[1]));
+    };
+    const onEnd = () => finish(new Error(`bwrap ended before reporting its sandbox process: ${text.trim()}`));
+    const onError = (error: Error) => finish(error);
+    const timer = setTimeout(
+      () => finish(new Error(`bwrap did not report its sandbox process within ${CONTROL_CHANNEL_TIMEOUT_MS} ms`)),
+      CONTROL_CHANNEL_TIMEOUT_MS,
+    );
+    channel.on('data', onData);
+    channel.once('end', onEnd);
+    channel.once('error', onError);
+  });
+}
+
+/** The sandbox user mapped to itself: with `--userns-block-fd` bwrap leaves the id maps to the caller. */
+function writeIdentityMaps(pid: number, user: SandboxUser): void {
+  writeFileSync(`/proc/${pid}/uid_map`, `${user.uid} ${user.uid} 1\n`);
+  writeFileSync(`/proc/${pid}/setgroups`, 'deny');
+  writeFileSync(`/proc/${pid}/gid_map`, `${user.gid} ${user.gid} 1\n`);
+}

@@ -1,0 +1,181 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { accessSync, constants, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, sep } from 'node:path';
+import { CodecallError } from '../engine/errors.js';
+
+/**
+ * bwrap resolves every bind source as the sandbox user, so when the host is root and the sandbox user is 65534, a
+ * directory under a private parent (pyenv in /root/.pyenv, a project in /root/app) cannot be mounted into the
+ * sandbox. The staging namespace fixes that without touching the host: one private mount namespace, made once per
+ * host process, in which those directories are bind-mounted (read-only) under a directory the sandbox user can
+ * reach; runs enter it with `nsenter --mount` before starting bwrap. It lives as long as the descriptor we hold.
+ */
+
+/** How long making the staging namespace may take. */
+const STAGING_TIMEOUT_MS = 10_000;
+interface PermissionBits {
+  readonly owner: number;
+  readonly group: number;
+  readonly other: number;
+}
+const EXECUTE_BITS: PermissionBits = { owner: 0o100, group: 0o010, other: 0o001 };
+const READ_BITS: PermissionBits = { owner: 0o400, group: 0o040, other: 0o004 };
+
+/** A directory to stage; only a run directory's parent (the runs root) stays writable. */
+export interface StagingRoot {
+  readonly path: string;
+  readonly writable: boolean;
+}
+
+/** A private mount namespace in which directories unreachable by the sandbox user are reachable. */
+export interface StagingNamespace {
+  /** Open descriptor of the mount namespace (`/proc/<pid>/ns/mnt`), held for the life of the host process. */
+  readonly descriptor: number;
+  /** The staged directories. */
+  readonly roots: readonly StagingRoot[];
+  /** Where `path` (inside a staged root) is reachable inside the namespace, or undefined when it is not staged. */
+  reachable(path: string): string | undefined;
+}
+
+/** Whether `path` lies inside `root` (or is it). */
+export function isInside(path: string, root: string): boolean {
+  return path === root || path.startsWith(root.endsWith(sep) ? root : `${root}${sep}`);
+}
+
+function allows(
+  mode: number,
+  uid: number,
+  gid: number,
+  fileUid: number,
+  fileGid: number,
+  bits: PermissionBits,
+): boolean {
+  if (uid === fileUid) return (mode & bits.owner) !== 0;
+  if (gid === fileGid) return (mode & bits.group) !== 0;
+  return (mode & bits.other) !== 0;
+}
+
+/**
+ * Whether a user could reach `path` (an absolute real path): every parent directory searchable, the path itself
+ * readable. Permission bits only (no ACLs): a false answer costs a staging mount, never a failed run.
+ */
+export function isReachableBy(path: string, uid: number, gid: number): boolean {
+  try {
+    const own = statSync(path);
+    const needed = own.isDirectory() ? EXECUTE_BITS : READ_BITS;
+    if (!allows(own.mode, uid, gid, own.uid, own.gid, needed)) return false;
+    for (let parent = dirname(path); ; parent = dirname(parent)) {
+      const stats = statSync(parent);
+      if (!allows(stats.mode, uid, gid, stats.uid, stats.gid, EXECUTE_BITS)) return false;
+      if (parent === dirname(parent)) return true;
+    }
+  } catch {
+    return false;
+  }
+}
+
+function findTool(name: string): string {
+  for (const directory of ['/usr/bin', '/bin', '/usr/sbin', '/sbin']) {
+    const candidate = join(directory, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // Next directory.
+    }
+  }
+  throw new CodecallError(
+    'SANDBOX_UNAVAILABLE',
+    `"${name}" (util-linux) is needed to mount directories the sandbox user cannot reach; install util-linux`,
+    { tool: name },
+  );
+}
+
+/** Path of `nsenter`, which runs enter the staging namespace with. */
+export function findNsenter(): string {
+  return findTool('nsenter');
+}
+
+/**
+ * Makes a staging namespace for `roots` (absolute real paths of directories), with mount points under
+ * `filesDirectory`. Runs once per set of roots; the caller caches it.
+ * @throws CodecallError `SANDBOX_UNAVAILABLE` when the namespace cannot be made.
+ */
+export async function createStagingNamespace(
+  roots: readonly StagingRoot[],
+  filesDirectory: string,
+): Promise<StagingNamespace> {
+  const unshare = findTool('unshare');
+  findTool('mount');
+  const stageDirectory = join(filesDirectory, `stage-${process.pid}-${randomBytes(4).toString('hex')}`);
+  mkdirSync(stageDirectory, { mode: 0o711 });
+  const mountPoints = roots.map((_, index) => join(stageDirectory, String(index)));
+  for (const mountPoint of mountPoints) mkdirSync(mountPoint, { mode: 0o755 });
+  // The mount points are empty directories on the host; they go when this process exits.
+  process.once('exit', () => rmSync(stageDirectory, { recursive: true, force: true }));
+  const script = [
+    'set -e',
+    'while [ "$#" -gt 0 ]; do',
+    '  mount --bind -- "$2" "$3"',
+    '  mount -o "remount,bind,$1,nosuid,nodev" -- "$3"',
+    '  shift 3',
+    'done',
+    'echo ready',
+    'exec cat >/dev/null',
+  ].join('\n');
+  const triples = roots.flatMap((root, index) => [root.writable ? 'rw' : 'ro', root.path, mountPoints[index] ?? '']);
+  const holder = spawn(
+    unshare,
+    ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh', ...triples],
+    {
+      env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    },
+  );
+  const descriptor = await new Promise<number>((resolve, reject) => {
+    let stdout = '';
+    let stderr = '';
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      holder.kill('SIGKILL');
+      reject(
+        new CodecallError(
+          'SANDBOX_UNAVAILABLE',
+          `cannot make the staging mount namespace for ${roots.map((root) => root.path).join(', ')} (${why.trim()}); ` +
+            'make these directories reachable by the sandbox user (uid 65534) or run codecall as a non-root user',
+          { roots },
+        ),
+      );
+    };
+    const timer = setTimeout(() => fail('timed out'), STAGING_TIMEOUT_MS);
+    holder.once('error', (error) => fail(error.message));
+    holder.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    holder.once('exit', (code) => fail(`exited with status ${code}: ${stderr}`));
+    holder.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (!stdout.includes('ready\n') || holder.pid === undefined) return;
+      clearTimeout(timer);
+      holder.removeAllListeners('exit');
+      try {
+        resolve(openSync(`/proc/${holder.pid}/ns/mnt`, 'r'));
+      } catch (error) {
+        fail((error as Error).message);
+      }
+      // The namespace lives on through the descriptor; the holder may go.
+      holder.stdin.end();
+    });
+  });
+  return {
+    descriptor,
+    roots,
+    reachable(path: string): string | undefined {
+      for (const [index, root] of roots.entries()) {
+        if (isInside(path, root.path)) return `${mountPoints[index]}${path.slice(root.path.length)}`;
+      }
+      return undefined;
+    },
+  };
+}

@@ -1,0 +1,151 @@
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createCodecall } from '../../src/engine/codecall.js';
+import { CodecallError } from '../../src/engine/errors.js';
+import { defineTool } from '../../src/tools/define-tool.js';
+import { useCodecalls } from '../support/codecall-fixture.js';
+
+const codecallWith = useCodecalls();
+
+const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
+
+const add = defineTool({
+  name: 'add',
+  description: 'Add two numbers.',
+  inputSchema: z.object({ a: z.number(), b: z.number() }),
+  execute: async ({ a, b }) => a + b,
+});
+
+/** Pids of processes whose working directory lies under `folder`. */
+function processesIn(folder: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readlinkSync(`/proc/${entry}/cwd`).startsWith(folder)) pids.push(Number(entry));
+    } catch {
+      // Gone, or not ours to read.
+    }
+  }
+  return pids;
+}
+
+/** Start time of the script's process as milliseconds since the epoch, printed by the script. */
+const PRINT_PROCESS_START = [
+  'import os',
+  'ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])',
+  'boot = next(int(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))',
+  'print(int((boot + ticks / os.sysconf("SC_CLK_TCK")) * 1000))',
+].join('\n');
+
+describe('the warm pool', () => {
+  it('validates pool.size', () => {
+    for (const pool of [{ size: -1 }, { size: 1.5 }, { size: '2' }, { size: 1_000 }, { size: 1, extra: 1 }, 3]) {
+      expect(() => codecallWith({ pool: pool as never })).toThrow(CodecallError);
+    }
+    try {
+      codecallWith({ pool: { size: -1 } });
+    } catch (error) {
+      expect((error as CodecallError).code).toBe('INVALID_CONFIG');
+    }
+    expect(() => codecallWith({ pool: { size: 0 } })).not.toThrow();
+  });
+
+  it('runs scripts in interpreters started before the run, each used once', async () => {
+    const codecall = codecallWith({ pool: { size: 2 } });
+    await codecall.execute('pass');
+    const starts: number[] = [];
+    const pids = new Set<string>();
+    for (let run = 0; run < 4; run += 1) {
+      // Generous: the replacement interpreter is up long before.
+      await sleep(1_000);
+      const calledAt = Date.now();
+      const result = await codecall.execute(`${PRINT_PROCESS_START}\nprint(os.getpid())`);
+      expect(result.status).toBe('success');
+      const [started, pid] = result.stdout.trim().split('\n');
+      starts.push(calledAt - Number(started));
+      pids.add(pid ?? '');
+    }
+    expect(pids.size).toBe(4);
+    // Clock ticks are 10 ms: an interpreter started for the run itself would be at most a few ticks old.
+    for (const age of starts) expect(age).toBeGreaterThan(300);
+  });
+
+  it('gives pooled runs the results, environment, limits and files of a cold run', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));
+    const probe = [
+      'import os, resource, sys',
+      'from tools import add',
+      'print(add(1, 2))',
+      'print(sorted(os.environ))',
+      'print(sys.argv, __file__, __name__, sys.path[0] == os.getcwd())',
+      'print([resource.getrlimit(getattr(resource, name)) for name in',
+      '       ("RLIMIT_AS", "RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_CPU", "RLIMIT_CORE")])',
+      'print(sorted(os.listdir(".")), open(__file__).read().count("\\n"))',
+      'fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))',
+      'print(fds[:-1])',
+      'print(oct(os.stat(".").st_mode & 0o777), oct(os.stat("script.py").st_mode & 0o777))',
+      'open(os.path.join(os.environ["CODECALL_ARTIFACTS_DIR"], "out.txt"), "w").write("made")',
+      'raise ValueError("at the end")',
+    ].join('\n');
+    const cold = createCodecall({ sandbox: 'none', stateDir, tools: [add] });
+    const pooled = createCodecall({ sandbox: 'none', stateDir, tools: [add], pool: { size: 1 } });
+    try {
+      await pooled.execute('pass');
+      await sleep(500);
+      const [coldResult, pooledResult] = [await cold.execute(probe), await pooled.execute(probe)];
+      const normalise = (result: typeof coldResult) => ({
+        ...result,
+        durationMs: 0,
+        artifacts: result.artifacts?.map((artifact) => ({ ...artifact, path: artifact.path.split('/').at(-1) })),
+      });
+      expect(pooledResult.status).toBe('error');
+      expect(normalise(pooledResult)).toEqual(normalise(coldResult));
+      expect(readFileSync(pooledResult.artifacts?.[0]?.path ?? '', 'utf8')).toBe('made');
+    } finally {
+      await Promise.all([cold.close(), pooled.close()]);
+    }
+  });
+
+  it('applies timeouts, tool-call limits and aborts to pooled runs', async () => {
+    const codecall = codecallWith({ pool: { size: 2 }, tools: [add], limits: { maxToolCalls: 2 } });
+    await codecall.execute('pass');
+    await sleep(500);
+    const timedOut = await codecall.execute('import time\ntime.sleep(60)', { timeoutMs: 300 });
+    expect(timedOut).toMatchObject({ status: 'timeout', reason: 'timeout' });
+    await sleep(500);
+    const limited = await codecall.execute(
+      'from tools import add, ToolError\nfor i in range(3):\n    try:\n        add(i, i)\n    except ToolError as e:\n        print(e)',
+    );
+    expect(limited).toMatchObject({ status: 'success', toolCalls: 2, stdout: 'tool call limit reached (2)\n' });
+    await sleep(500);
+    const controller = new AbortController();
+    const running = codecall.execute('import time\ntime.sleep(60)', { signal: controller.signal });
+    setTimeout(() => controller.abort(), 200);
+    await expect(running).rejects.toMatchObject({ name: 'AbortError' });
+  });
+
+  it('starts runs with other process limits cold, with those limits', async () => {
+    const codecall = codecallWith({ pool: { size: 1 } });
+    await codecall.execute('pass');
+    const result = await codecall.execute('import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0])', {
+      limits: { memoryBytes: 512 * 1024 * 1024 },
+    });
+    expect(result.stdout).toBe(`${512 * 1024 * 1024}\n`);
+  });
+
+  it('kills its waiting interpreters on close and leaves no run directory behind', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));
+    const codecall = createCodecall({ sandbox: 'none', stateDir, pool: { size: 3 } });
+    await codecall.execute('pass');
+    const runs = join(stateDir, 'runs');
+    for (let waited = 0; waited < 10_000 && processesIn(runs).length < 3; waited += 50) await sleep(50);
+    expect(processesIn(runs)).toHaveLength(3);
+    await codecall.close();
+    expect(processesIn(runs)).toEqual([]);
+    expect(readdirSync(runs)).toEqual([]);
+  });
+});
