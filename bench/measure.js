@@ -100,23 +100,6 @@ export async function timeConcurrentSpawns(command, args, count) {
   };
 }
 
-/** The host's resident memory, sampled while `work` runs, minus the memory before; resolves the peak growth in bytes. */
-export async function peakResidentGrowth(work, sampleAfterMs) {
-  const before = process.memoryUsage().rss;
-  let peak = before;
-  const sample = () => {
-    peak = Math.max(peak, process.memoryUsage().rss);
-  };
-  const timer = setInterval(sample, 20);
-  const sampled = new Promise((resolve) => setTimeout(resolve, sampleAfterMs));
-  const running = work();
-  await sampled;
-  sample();
-  await running;
-  clearInterval(timer);
-  return peak - before;
-}
-
 /**
  * A bare interpreter started the way the bubblewrap runner starts scripts — bwrap with exactly the runner's flags
  * (namespaces, mounts, seccomp, sized tmpfs, empty environment, unprivileged user) — but without codecall around it:

@@ -1,8 +1,10 @@
 // `npm run bench`: every figure next to its baseline, measured in the same run. Prints one table and writes
-// bench/results.json. Environment: BENCH_RUNS (default 30) and BENCH_CALLS (default 5000) scale the repetitions.
+// bench/results.json. Environment: BENCH_RUNS (default 60) and BENCH_CALLS (default 5000) scale the repetitions.
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
   createCodecall,
   defineTool,
@@ -13,22 +15,26 @@ import {
 import {
   bareBubblewrapLauncher,
   median,
-  peakResidentGrowth,
   plainJsonEchoMicroseconds,
   ratio,
   timeConcurrentSpawns,
   timeSpawn,
 } from './measure.js';
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 30);
+const RUNS = Number(process.env.BENCH_RUNS ?? 60);
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000);
 const CELLS = 20 * RUNS;
 const CONCURRENT_RUNS = 64;
 const PARALLEL_CALLS = 100;
 const TOOL_DELAY_MS = 100;
 const GENERATED_TOOLS = 500;
-/** Pause between warm-pool runs, so the pool has replaced the interpreter the last run took. */
-const POOL_REFILL_PAUSE_MS = 150;
+/**
+ * Pause before each warm-pool run and before its baseline, so the pool has replaced the interpreter the last run
+ * took (that takes about 15 ms) and both are measured after the same idle time.
+ */
+const POOL_REFILL_PAUSE_MS = 40;
+/** Rounds of sequential tool calls, each next to a round of the plain JSON echo. */
+const CALL_ROUNDS = 9;
 
 const benchStarted = performance.now();
 const stateDir = mkdtempSync(join(tmpdir(), 'codecall-bench-'));
@@ -170,6 +176,7 @@ for (let run = 0; run < RUNS; run += 1) {
   const result = await pooled.execute('print(1)');
   warm.push(performance.now() - started);
   if (result.stdout !== '1\n') throw new Error(`unexpected output ${JSON.stringify(result)}`);
+  await sleep(POOL_REFILL_PAUSE_MS);
   bareForWarm.push(await timeSpawn(interpreter.executable, ['-S', '-c', 'pass']));
 }
 await pooled.close();
@@ -188,7 +195,7 @@ row({
 print('tool calls and cells…');
 const roundTrips = [];
 const echoes = [];
-for (let run = 0; run < 5; run += 1) {
+for (let run = 0; run < CALL_ROUNDS; run += 1) {
   const result = expectSuccess(
     await codecall.execute(
       `import time\nfrom tools import echo\nfor i in range(200):\n    echo(value=i)\nstart = time.perf_counter()\nfor i in range(${CALLS}):\n    echo(value=i)\nprint((time.perf_counter() - start) / ${CALLS} * 1e6)`,
@@ -327,21 +334,34 @@ row({
   met: failures === 0,
 });
 rows.at(-1).ratio = '';
-const perRun = await peakResidentGrowth(
-  () => Promise.all(Array.from({ length: CONCURRENT_RUNS }, () => codecall.execute('import time\ntime.sleep(1)'))),
-  700,
-);
-const perBare = await peakResidentGrowth(
-  () => timeConcurrentSpawns(interpreter.executable, ['-S', '-c', 'import time; time.sleep(1)'], CONCURRENT_RUNS),
-  700,
-);
+// Host memory: peak resident growth while 64 scripts sleep at once, in a fresh Node process each time.
+const probeMemory = (mode) =>
+  new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [
+        '--expose-gc',
+        fileURLToPath(new URL('./memory-probe.js', import.meta.url)),
+        mode,
+        String(CONCURRENT_RUNS),
+        join(stateDir, 'memory'),
+      ],
+      (error, stdout) => (error ? reject(error) : resolve(JSON.parse(stdout).bytesPerScript)),
+    );
+  });
+const perRun = [];
+const perBare = [];
+for (let round = 0; round < 3; round += 1) {
+  perRun.push(await probeMemory('codecall'));
+  perBare.push(await probeMemory('bare'));
+}
 row({
   figure: 'host memory per concurrent run',
   unit: 'KiB',
   digits: 0,
-  value: perRun / CONCURRENT_RUNS / 1024,
-  baseline: perBare / CONCURRENT_RUNS / 1024,
-  baselineName: 'per bare child process',
+  value: median(perRun) / 1024,
+  baseline: median(perBare) / 1024,
+  baselineName: 'per bare child process, same stdio',
 });
 
 // Codegen for 500 tools, and importing the generated module in a fresh interpreter.

@@ -143,6 +143,10 @@ class _Channel:
                 self._read_and_dispatch()
         finally:
             self._release_reader()
+        reply = slot[1]
+        # The usual outcome, settled inline (see _settle for the rest).
+        if "result" in reply:
+            return reply["result"]
         return _settle(method, slot)
 
     async def acall(self, method, params):

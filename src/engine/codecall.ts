@@ -249,6 +249,8 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
 
   const prepare = async (): Promise<Prepared> => {
     if (closed) throw new CodecallError('CLOSED', 'this codecall is closed; create a new one');
+    // Without upstream servers the tool list never changes: every run after the first reuses the same preparation.
+    if (mcpServerNames.length === 0 && prepared !== undefined) return prepared.value;
     directories ??= prepareStateDirectories(stateRoot);
     runnerPromise ??= createSandboxRunner(sandbox);
     const sources = await getSources();
@@ -431,8 +433,9 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       if (closed) return;
       closed = true;
       for (const stop of liveRuns) stop('aborted');
-      pool?.close();
+      const poolClosed = pool?.close();
       await Promise.allSettled([...sessions].map((session) => session.close()));
+      await poolClosed;
       await Promise.allSettled([...pendingRuns]);
       while (pendingCleanups.size > 0) await Promise.allSettled([...pendingCleanups]);
       const sources = sourcesPromise ? await sourcesPromise.catch(() => []) : [];

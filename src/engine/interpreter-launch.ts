@@ -25,7 +25,7 @@ export const BOOT_COMMAND = 'import codecall_boot; codecall_boot.main()';
 /** How a warm-pool interpreter starts: prepared like a cold run, then it waits for its script on the channel. */
 export const POOLED_BOOT_COMMAND = 'import codecall_boot; codecall_boot.main_pooled()';
 /** How a session interpreter starts: it runs the cells sent on the channel until the host goes away. */
-export const SESSION_BOOT_COMMAND = 'import codecall_boot; codecall_boot.main_session()';
+export const SESSION_BOOT_COMMAND = 'import codecall_session; codecall_session.main()';
 
 /** How the boot runs the code: a script file (cold), a script sent later (pool), or cells (session). */
 export type BootMode = 'cold' | 'pooled' | 'session';

@@ -86,7 +86,9 @@ export async function runPooledScript(
 ): Promise<ExecuteResult> {
   const startedAt = performance.now();
   if (options.signal?.aborted) {
-    void launched.release();
+    const cleanup = launched.release();
+    if (options.deferCleanup !== undefined) options.deferCleanup(cleanup);
+    else await cleanup;
     throw new CodecallAbortError(options.signal.reason);
   }
   return finishRun(environment, launched, {

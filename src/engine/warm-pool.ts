@@ -81,6 +81,8 @@ interface PoolEntry {
 export class WarmPool {
   readonly #options: WarmPoolOptions;
   readonly #entries = new Set<PoolEntry>();
+  /** Launches not settled yet, discarded entries' included: `close()` waits for them. */
+  readonly #launches = new Set<Promise<unknown>>();
   #environment: RunEnvironment | undefined;
   #failures = 0;
   #closed = false;
@@ -156,10 +158,11 @@ export class WarmPool {
     return launched;
   }
 
-  /** Kills every waiting interpreter; the pool starts no more. */
-  close(): void {
+  /** Kills every waiting interpreter (and those still starting, once started); the pool starts no more. */
+  async close(): Promise<void> {
     this.#closed = true;
     this.#discardAll();
+    await Promise.allSettled([...this.#launches]);
   }
 
   #start(environment: RunEnvironment): void {
@@ -187,6 +190,9 @@ export class WarmPool {
         return undefined;
       },
     );
+    const launching = entry.launching;
+    this.#launches.add(launching);
+    void launching.then(() => this.#launches.delete(launching));
     this.#entries.add(entry);
   }
 

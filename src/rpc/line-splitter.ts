@@ -1,7 +1,7 @@
 /** What the splitter found in the byte stream. */
 export interface LineSplitterHandlers {
-  /** A complete frame, without its newline. */
-  line(line: Buffer): void;
+  /** A complete frame, without its newline, decoded as UTF-8 (invalid sequences become U+FFFD). */
+  line(line: string): void;
   /** A frame longer than the limit was skipped up to its newline (reported once, when it starts). */
   oversized(limitBytes: number): void;
 }
@@ -37,12 +37,13 @@ export class LineSplitter {
         this.#reset();
         this.#handlers.oversized(this.#maxFrameBytes);
       } else if (this.#partialBytes === 0) {
-        if (newline > start) this.#handlers.line(chunk.subarray(start, newline));
+        // Decoded straight from the chunk: no Buffer view per frame on every call's hot path.
+        if (newline > start) this.#handlers.line(chunk.toString('utf8', start, newline));
       } else {
         this.#partial.push(chunk.subarray(start, newline));
         const line = Buffer.concat(this.#partial, this.#partialBytes + (newline - start));
         this.#reset();
-        this.#handlers.line(line);
+        this.#handlers.line(line.toString('utf8'));
       }
       start = newline + 1;
     }

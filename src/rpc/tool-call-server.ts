@@ -177,6 +177,9 @@ export class ToolCallServer {
     const calls = [...this.#inFlight.values()];
     this.#inFlight.clear();
     this.#queue.length = 0;
+    // No call is left to time out (and the next budget may have a shorter timeout than the one armed).
+    clearTimeout(this.#timeoutTimer);
+    this.#timeoutTimer = undefined;
     for (const call of calls) {
       if (call.done) continue;
       call.done = true;
@@ -199,10 +202,10 @@ export class ToolCallServer {
     this.#options.socket.destroy();
   }
 
-  #onLine(line: Buffer): void {
+  #onLine(line: string): void {
     let message: unknown;
     try {
-      message = JSON.parse(line.toString('utf8'));
+      message = JSON.parse(line);
     } catch {
       this.#reply(encodeErrorReply(null, ChannelErrorCode.parseError, 'parse error: the frame is not valid JSON'));
       return;
@@ -312,6 +315,7 @@ export class ToolCallServer {
   }
 
   #armTimeout(milliseconds: number): void {
+    clearTimeout(this.#timeoutTimer);
     this.#timeoutTimer = setTimeout(this.#onTimeoutTimer, Math.max(1, Math.ceil(milliseconds)));
     // A pending timeout alone must not keep the host alive: the run's own timers and pipes do.
     this.#timeoutTimer.unref();

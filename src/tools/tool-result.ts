@@ -27,6 +27,11 @@ export class ToolResultError extends Error {
  */
 export function serializeToolResult(toolName: string, value: unknown): string {
   try {
+    if (isFlatJson(value)) return JSON.stringify(value) ?? 'null';
+  } catch {
+    // A throwing getter or Proxy trap: the checking path below says where.
+  }
+  try {
     // Fast path: native JSON with a checking replacer (about twice the cost of plain JSON.stringify).
     const text = JSON.stringify(value, checkJsonValue);
     if (text !== undefined) return text;
@@ -34,6 +39,43 @@ export function serializeToolResult(toolName: string, value: unknown): string {
     // A refused value, a cycle, or nesting too deep for the native recursion: the writer below finds out which.
   }
   return writeWithDiagnostics(toolName, value);
+}
+
+/** Most entries of a flat result checked directly; larger results go through the checking replacer. */
+const MAX_FLAT_ENTRIES = 32;
+
+function isJsonScalar(value: unknown): boolean {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+    case 'undefined':
+      return true;
+    case 'number':
+      return Number.isFinite(value);
+    default:
+      return value === null;
+  }
+}
+
+// The common small results (a scalar, or a plain object or array of scalars) are safe for plain JSON.stringify,
+// which is several times cheaper than the checking replacer on every tool call's hot path. (A getter that returns
+// something else when JSON.stringify reads it again is the one case this trusts.)
+function isFlatJson(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return typeof value !== 'undefined' && isJsonScalar(value);
+  if (Array.isArray(value)) {
+    if (value.length > MAX_FLAT_ENTRIES || Object.getPrototypeOf(value) !== Array.prototype) return false;
+    for (const item of value) if (!isJsonScalar(item)) return false;
+    return true;
+  }
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (prototype !== Object.prototype && prototype !== null) return false;
+  if ('toJSON' in value) return false;
+  const keys = Object.keys(value);
+  if (keys.length > MAX_FLAT_ENTRIES) return false;
+  for (const key of keys) {
+    if (!isJsonScalar((value as Record<string, unknown>)[key])) return false;
+  }
+  return true;
 }
 
 /** Thrown by {@link checkJsonValue}; carries nothing, the diagnostic writer describes the problem. */

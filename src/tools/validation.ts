@@ -103,6 +103,7 @@ export function checkArgumentShape(toolName: string, args: unknown): string | un
   if (typeof args !== 'object' || args === null || Array.isArray(args)) {
     return `${toolName}: arguments must be an object of named arguments (got ${describeValue(args)})`;
   }
+  if (hasOnlyScalarArguments(args)) return undefined;
   // Each entry links to its parent, so the path is built only for a message, never copied per container.
   const pending: PendingContainer[] = [{ value: args, depth: 1, parent: undefined, key: '' }];
   for (let entry = pending.pop(); entry !== undefined; entry = pending.pop()) {
@@ -135,6 +136,16 @@ export function checkArgumentShape(toolName: string, args: unknown): string | un
     }
   }
   return undefined;
+}
+
+// Flat arguments, the usual case, need no walk (and no allocation on every call's hot path).
+function hasOnlyScalarArguments(args: object): boolean {
+  for (const key of Object.keys(args)) {
+    if (key === FORBIDDEN_KEY) return false;
+    const value: unknown = (args as Record<string, unknown>)[key];
+    if (typeof value === 'object' && value !== null) return false;
+  }
+  return true;
 }
 
 /** An object or array still to be walked by {@link checkArgumentShape}. */

@@ -210,6 +210,16 @@ describe('session timeouts and state', () => {
     await session.close();
   });
 
+  it('gives each cell its own CPU budget, and stops a busy cell at it with reason cpu', async () => {
+    const session = codecallWith({ limits: { cpuSeconds: 1, timeoutMs: 20_000 } }).session();
+    const burn = 'import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.6:\n    pass';
+    expect((await session.execute(burn)).status).toBe('success');
+    expect((await session.execute(burn)).status).toBe('success');
+    const busy = await session.execute('while True:\n    pass');
+    expect(busy).toMatchObject({ status: 'limit', reason: 'cpu', stateLost: true });
+    await session.close();
+  });
+
   it('starts fresh after reset, without reporting a loss the caller asked for', async () => {
     const session = codecall.session();
     await session.execute('x = 1');

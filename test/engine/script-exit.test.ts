@@ -1,0 +1,66 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool } from '../../src/tools/define-tool.js';
+import { useCodecalls } from '../support/codecall-fixture.js';
+
+const codecallWith = useCodecalls();
+
+const shout = defineTool({
+  name: 'shout',
+  description: 'Upper-cases a text.',
+  inputSchema: z.object({ text: z.string() }),
+  execute: async ({ text }) => ({ text: text.toUpperCase(), length: text.length }),
+});
+
+// The boot ends the interpreter itself (and reports `$done`) instead of tearing every module down: what a script can
+// observe of its exit must not change, in cold and pooled runs alike.
+describe.each([
+  ['a cold run', 0],
+  ['a pooled run', 1],
+])('the end of %s', (_name, size) => {
+  const codecall = codecallWith({ tools: [shout], pool: { size } });
+
+  it('runs atexit callbacks and joins threads still running, with their output', async () => {
+    const result = await codecall.execute(
+      [
+        'import atexit, threading, time',
+        'atexit.register(lambda: print("from atexit"))',
+        'def late():',
+        '    time.sleep(0.2)',
+        '    print("from a thread")',
+        'threading.Thread(target=late).start()',
+        'print("main done")',
+      ].join('\n'),
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: 'main done\nfrom a thread\nfrom atexit\n' });
+  });
+
+  it('flushes and closes files the script left open, so artifacts are complete', async () => {
+    const result = await codecall.execute(
+      [
+        'import os',
+        'log = open(os.path.join(os.environ["CODECALL_ARTIFACTS_DIR"], "log.txt"), "w", buffering=1 << 20)',
+        'log.write("x" * 1000)',
+      ].join('\n'),
+    );
+    expect(result.status).toBe('success');
+    const artifact = result.artifacts?.find((entry) => entry.path.endsWith('log.txt'));
+    expect(readFileSync(artifact?.path ?? '', 'utf8')).toBe('x'.repeat(1000));
+  });
+
+  it('reports sys.exit with a message like the interpreter does', async () => {
+    const result = await codecall.execute('import sys\nprint("out")\nsys.exit("bad input")');
+    expect(result).toMatchObject({ status: 'error', exitCode: 1, stdout: 'out\n' });
+    expect(result.stderr).toBe('bad input\n');
+    const status = await codecall.execute('raise SystemExit(300)');
+    expect(status.exitCode).toBe(300 & 0xff);
+  });
+
+  it('carries non-ASCII text both ways through tool calls', async () => {
+    const result = await codecall.execute(
+      'from tools import shout\nreply = shout(text="grüße, 東京 🚀")\nprint(reply["text"], reply["length"])',
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: 'GRÜSSE, 東京 🚀 12\n' });
+  });
+});
