@@ -7,6 +7,7 @@ import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } fr
 import type { Codecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/format-result.js';
 import type { Artifact, ExecuteResult } from '../engine/result.js';
+import type { CodecallSession } from '../engine/session.js';
 import { CODECALL_VERSION } from './package-version.js';
 
 /** Images returned as MCP image content per call at most; further images stay listed in `structuredContent`. */
@@ -17,17 +18,33 @@ export const MAX_IMAGE_CONTENT_BYTES = 5 * 1024 * 1024;
 /** Image types MCP clients and model providers commonly accept as image content. */
 const IMAGE_CONTENT_MIME_TYPES: ReadonlySet<string> = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
 
-/** What the MCP server needs from a codecall: its tool definition and `execute`. */
-export type ExecuteCodeHost = Pick<Codecall, 'execute' | 'toolDefinition'>;
+/** What the MCP server needs from a codecall: its tool definition and sessions. */
+export type ExecuteCodeHost = Pick<Codecall, 'toolDefinition' | 'session'>;
 
-/** Arguments of one `execute_code` call. A session `reset` flag will join `code` here. */
+/** Arguments of one `execute_code` call. */
 interface ExecuteCodeArguments {
   readonly code: string;
+  /** Start from a fresh interpreter before running `code`. */
+  readonly reset: boolean;
 }
+
+/** What the served tool adds to the description: state persists per MCP connection. */
+export const SESSION_DESCRIPTION_NOTE =
+  ' Variables, imports and functions persist between calls of this tool in the same conversation, like notebook ' +
+  'cells; pass "reset": true to start from a fresh interpreter.';
+
+/** JSON Schema of the `reset` argument of the served `execute_code`. */
+const RESET_PROPERTY = Object.freeze({
+  type: 'boolean',
+  description: 'Discard the variables of earlier calls and start from a fresh interpreter before running the code.',
+  default: false,
+});
 
 /**
  * Creates the MCP server of one client connection: it lists `execute_code` (description from
- * `codecall.toolDefinition()`, so it names the real functions and limits) and runs each call with `codecall.execute`.
+ * `codecall.toolDefinition()`, so it names the real functions and limits) and runs each call as a cell of the
+ * connection's own session (started on the first call, closed with the server), so state persists between calls;
+ * `reset: true` starts the session afresh first.
  * The response's text is `formatResultForModel(result)`, `isError` is set when the status is not `success`,
  * `structuredContent` is the result object, and images the script left in its artifacts come back as image content.
  * No `outputSchema` is declared: clients would then have to validate every result against it, and several show the
@@ -37,13 +54,20 @@ export function createExecuteCodeServer(codecall: ExecuteCodeHost): Server {
   // The low-level Server (not McpServer) because the tool's description and JSON input schema come from the
   // codecall asynchronously, after upstream servers are loaded.
   const server = new Server({ name: 'codecall', version: CODECALL_VERSION }, { capabilities: { tools: {} } });
+  let session: CodecallSession | undefined;
+  const closeServer = server.close.bind(server);
+  server.close = async () => {
+    await closeServer();
+    await session?.close();
+  };
   server.setRequestHandler(ListToolsRequestSchema, async () => {
     const definition = await codecall.toolDefinition();
+    const inputSchema = definition.inputSchema as McpTool['inputSchema'];
     const tool: McpTool = {
       name: definition.name,
       title: 'Run a Python script that calls tools',
-      description: definition.description,
-      inputSchema: definition.inputSchema as McpTool['inputSchema'],
+      description: definition.description + SESSION_DESCRIPTION_NOTE,
+      inputSchema: { ...inputSchema, properties: { ...inputSchema.properties, reset: RESET_PROPERTY } },
       annotations: { readOnlyHint: false, openWorldHint: true },
     };
     return { tools: [tool] };
@@ -60,7 +84,9 @@ export function createExecuteCodeServer(codecall: ExecuteCodeHost): Server {
     if (typeof parsed === 'string') return errorResult(parsed);
     let result: ExecuteResult;
     try {
-      result = await codecall.execute(parsed.code, { signal: extra.signal });
+      session ??= codecall.session();
+      if (parsed.reset) await session.reset();
+      result = await session.execute(parsed.code, { signal: extra.signal });
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       if (extra.signal.aborted) return errorResult(`${definition.name} was cancelled: ${reason}`);
@@ -137,7 +163,9 @@ function parseArguments(toolName: string, args: Record<string, unknown> | undefi
   if (typeof code !== 'string') {
     return `${toolName}: argument 'code' must be a string holding the Python script to run (got ${code === undefined ? 'nothing' : typeof code})`;
   }
-  return { code };
+  const reset = args?.reset ?? false;
+  if (typeof reset !== 'boolean') return `${toolName}: argument 'reset' must be true or false (got ${typeof reset})`;
+  return { code, reset };
 }
 
 function errorResult(message: string): CallToolResult {

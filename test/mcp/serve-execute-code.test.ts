@@ -75,8 +75,13 @@ function postStatus(url: string, headers: Record<string, string>): Promise<numbe
   });
 }
 
-async function callExecuteCode(client: Client, code: string): Promise<CallToolResult> {
-  return (await client.callTool({ name: 'execute_code', arguments: { code } })) as CallToolResult;
+async function callExecuteCode(client: Client, code: string, reset?: boolean): Promise<CallToolResult> {
+  const args = reset === undefined ? { code } : { code, reset };
+  return (await client.callTool({ name: 'execute_code', arguments: args })) as CallToolResult;
+}
+
+function textOf(result: CallToolResult): string {
+  return (result.content[0] as { text: string }).text;
 }
 
 /** What every transport must do: list execute_code, run scripts through upstream servers, report failures. */
@@ -86,9 +91,10 @@ async function checkExecuteCodeOver(client: Client): Promise<void> {
   const [tool] = tools;
   expect(tool?.inputSchema).toMatchObject({
     type: 'object',
-    properties: { code: { type: 'string' } },
+    properties: { code: { type: 'string' }, reset: { type: 'boolean' } },
     required: ['code'],
   });
+  expect(tool?.description).toContain('persist between calls');
   expect(tool?.description).toContain('tools.fs');
   expect(tool?.description).toContain('read_text_file');
 
@@ -112,6 +118,15 @@ async function checkExecuteCodeOver(client: Client): Promise<void> {
     { type: 'text', text: 'saved\n' },
     { type: 'image', data: TINY_PNG_BASE64, mimeType: 'image/png' },
   ]);
+
+  // Each connection has its own session: state persists between calls until reset.
+  expect(textOf(await callExecuteCode(client, 'counter = 41'))).toBe(
+    '(the script printed nothing; print the values you need)\n',
+  );
+  expect(textOf(await callExecuteCode(client, 'counter += 1\nprint(counter)'))).toBe('42\n');
+  expect(textOf(await callExecuteCode(client, 'print("counter" in globals())', true))).toBe('False\n');
+  const badReset = await client.callTool({ name: 'execute_code', arguments: { code: 'print(1)', reset: 'yes' } });
+  expect(badReset.isError).toBe(true);
 }
 
 describe('codecall serve over stdio (the CLI, driven by the official SDK client)', () => {
@@ -148,6 +163,15 @@ describe('codecall serve over Streamable HTTP', () => {
     try {
       await client.connect(new StreamableHTTPClientTransport(new URL(server.url)));
       await checkExecuteCodeOver(client);
+      await callExecuteCode(client, 'mine = "first client"');
+      const other = new Client({ name: 'codecall-test-2', version: '1.0.0' });
+      await other.connect(new StreamableHTTPClientTransport(new URL(server.url)));
+      try {
+        expect(textOf(await callExecuteCode(other, 'print("mine" in globals())'))).toBe('False\n');
+      } finally {
+        await other.close();
+      }
+      expect(textOf(await callExecuteCode(client, 'print(mine)'))).toBe('first client\n');
     } finally {
       await client.close();
       await server.close();
