@@ -36,6 +36,9 @@ const BOOT_ARGUMENTS: Readonly<Record<BootMode, readonly string[]>> = {
   session: ['-S', '-c', SESSION_BOOT_COMMAND],
 };
 
+/** How long a release waits for the killed process to be gone (a process stuck in the kernel is not waited for). */
+export const EXIT_WAIT_MS = 2_000;
+
 /** First stdio slot after the tool channel (fd 3): the runner's inherited descriptors start here. */
 const FIRST_INHERITED_SLOT = 4;
 
@@ -262,6 +265,8 @@ async function spawnPrepared(
           directoryRemoved();
         }
         await killAll();
+        // Gone for good before the release settles (close() waits for it), not merely sent a signal.
+        await waitForExit(exited, EXIT_WAIT_MS);
         forgetProcessGroup(pid);
         destroyStreams(child);
         if (detached !== directory.root) await removeRunDirectory(detached);
@@ -271,6 +276,14 @@ async function spawnPrepared(
     },
   };
   return launched;
+}
+
+function waitForExit(exited: Promise<ProcessExit>, milliseconds: number): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise((resolve) => {
+    timer = setTimeout(resolve, milliseconds);
+  });
+  return Promise.race([exited, timeout]).finally(() => clearTimeout(timer));
 }
 
 function destroyStreams(child: ChildProcess): void {

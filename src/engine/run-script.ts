@@ -210,8 +210,9 @@ async function superviseProcess(
   clearTimeout(timeoutTimer);
   options.signal?.removeEventListener('abort', onAbort);
   if (killTimer !== undefined) clearTimeout(killTimer);
-  // Completion is the interpreter's exit (or its `$done`): whatever it left behind in its group goes now.
-  await launched.killAll();
+  // Completion is the interpreter's exit (or its `$done`): whatever it left behind in its group goes now (a sandbox
+  // goes with its pid namespace); the runner's own sweep (e.g. of a cgroup) follows in the release, after the result.
+  launched.signal('SIGKILL');
   server.end();
   await drainOutput([launched.stdout, launched.stderr]);
 
