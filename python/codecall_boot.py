@@ -132,6 +132,40 @@ def _report(error, traceback_object):
             pass
 
 
+class _Helper:
+    """`help()` as `site` would install it: scripts run without `site` (it costs startup time), so it is added here."""
+
+    def __repr__(self):
+        return "Type help(object) for help about object."
+
+    def __call__(self, *args, **kwargs):
+        import pydoc
+
+        return pydoc.help(*args, **kwargs)
+
+
+class _Quitter:
+    """`exit()` and `quit()` as `site` would install them."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "Use %s() to exit" % self.name
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
+
+
+def _install_builtins():
+    builtins = sys.modules["builtins"]
+    if not hasattr(builtins, "help"):
+        builtins.help = _Helper()
+    for name in ("exit", "quit"):
+        if not hasattr(builtins, name):
+            setattr(builtins, name, _Quitter(name))
+
+
 def _run(path, source=None):
     if source is None:
         with open(path, "rb") as handle:
@@ -245,6 +279,7 @@ def main():
     """Prepares the process and runs the script named by the first argument; exits with its status."""
     _prepare_channel()
     _apply_limits()
+    _install_builtins()
     _run_main(_script_path())
 
 
@@ -253,6 +288,7 @@ def main_pooled():
     the script it carries to the path named by the first argument and runs it exactly like `main()`."""
     _prepare_channel()
     _apply_limits()
+    _install_builtins()
     path = _script_path()
     import codecall_runtime
 

@@ -148,6 +148,7 @@ def main():
     _boot._prepare_channel()
     # CPU time is limited per cell (see _cell_cpu_limit); the other limits hold for the whole session.
     _boot._apply_limits(skip=("cpu",))
+    _boot._install_builtins()
     interrupts = _take_interrupt_pipe()
     import _thread
 

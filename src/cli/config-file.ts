@@ -1,27 +1,14 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import type { CodecallOptions } from '../engine/codecall.js';
+import { CODECALL_OPTION_NAMES, type CodecallOptions } from '../engine/codecall.js';
 import { CodecallError } from '../engine/errors.js';
 import { parseMcpServers } from '../mcp/server-config.js';
 
 /** Name of the configuration file looked for in the current directory. */
 export const CONFIG_FILE_NAME = 'codecall.json';
 
-/** Keys a configuration file may have (the JSON-expressible options of createCodecall). */
-const CONFIG_KEYS = new Set([
-  'workspace',
-  'moduleName',
-  'python',
-  'sandbox',
-  'builtinTools',
-  'limits',
-  'mcpServers',
-  'env',
-  'envPassthrough',
-  'network',
-  'stateDir',
-  'pool',
-]);
+// Keys a configuration file may have: every option of createCodecall but `tools`, whose handlers are code, not JSON.
+const CONFIG_KEYS: ReadonlySet<string> = new Set([...CODECALL_OPTION_NAMES].filter((name) => name !== 'tools'));
 
 /** Defaults of the command line when no configuration says otherwise: the built-in file tools on the workspace. */
 export const CLI_DEFAULTS: CodecallOptions = Object.freeze({ builtinTools: ['files'] });

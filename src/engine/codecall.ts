@@ -131,7 +131,8 @@ export interface Codecall {
   close(): Promise<void>;
 }
 
-const KNOWN_OPTIONS = new Set([
+/** Names of the options `createCodecall` accepts; anything else is a configuration error. */
+export const CODECALL_OPTION_NAMES: ReadonlySet<string> = new Set([
   'tools',
   'builtinTools',
   'workspace',
@@ -171,10 +172,10 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
     throw new CodecallError('INVALID_CONFIG', 'createCodecall takes an options object');
   }
   for (const key of Object.keys(options)) {
-    if (!KNOWN_OPTIONS.has(key)) {
+    if (!CODECALL_OPTION_NAMES.has(key)) {
       throw new CodecallError(
         'INVALID_CONFIG',
-        `unknown option "${key}"; known options: ${[...KNOWN_OPTIONS].join(', ')}`,
+        `unknown option "${key}"; known options: ${[...CODECALL_OPTION_NAMES].join(', ')}`,
         { key },
       );
     }

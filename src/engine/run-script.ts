@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import {
@@ -160,6 +161,7 @@ async function superviseProcess(
   };
 
   let exception: ScriptExceptionReport | undefined;
+  let doneReported = false;
   let reportDone!: (exit: ProcessExit) => void;
   const reportedDone = new Promise<ProcessExit>((resolve) => {
     reportDone = resolve;
@@ -179,6 +181,7 @@ async function superviseProcess(
     onNotification: (method, params) => {
       const exitCode = (params as { exitCode?: unknown } | null)?.exitCode;
       if (method === DONE_NOTIFICATION && typeof exitCode === 'number' && Number.isInteger(exitCode)) {
+        doneReported = true;
         reportDone({ code: exitCode, signal: null });
       }
     },
@@ -216,8 +219,14 @@ async function superviseProcess(
   server.end();
   await drainOutput([launched.stdout, launched.stderr]);
 
-  const exitCode = 'error' in exit ? null : exit.code;
-  const exitSignal = 'error' in exit ? null : exit.signal;
+  let exitCode = 'error' in exit ? null : exit.code;
+  let exitSignal = 'error' in exit ? null : exit.signal;
+  // bwrap reports a child killed by signal N as exit status 128 + N; the boot's own `$done` never carries that.
+  const bubblewrapSignal = signalNameOf((exitCode ?? 0) - 128);
+  if (environment.runner.isolation === 'bubblewrap' && !doneReported && exitSignal === null && bubblewrapSignal) {
+    exitSignal = bubblewrapSignal;
+    exitCode = null;
+  }
   if (reason === undefined && exitCode !== 0) reason = await launched.containment?.limitReason?.();
   if (reason === undefined && exitSignal === 'SIGXCPU') reason = 'cpu';
   if (reason === undefined && exitCode !== 0 && exception?.type === 'MemoryError') reason = 'memory';
@@ -256,4 +265,13 @@ export function drainOutput(streams: readonly Readable[]): Promise<void> {
       });
     }
   });
+}
+
+/** The name of signal `number` (e.g. 9 → `SIGKILL`), or undefined when it is not a signal number. */
+function signalNameOf(number: number): NodeJS.Signals | undefined {
+  if (number <= 0) return undefined;
+  for (const [name, value] of Object.entries(constants.signals)) {
+    if (value === number) return name as NodeJS.Signals;
+  }
+  return undefined;
 }

@@ -591,3 +591,17 @@ describe('module name', () => {
     expect(result.stdout).toBe('5\n');
   });
 });
+
+describe('builtins that site would install', () => {
+  it('offers help(), exit() and quit() although the interpreter starts without site', async () => {
+    const codecall = codecallWith({ tools: [add] });
+    const help = await codecall.execute('from tools import add\nhelp(add)');
+    expect(help.status).toBe('success');
+    expect(help.stdout).toContain("add(a: 'float', b: 'float')");
+    expect(help.stdout).toContain('Add two numbers.');
+    const exit = await codecall.execute('print("bye")\nexit(4)');
+    expect(exit).toMatchObject({ status: 'error', exitCode: 4, stdout: 'bye\n' });
+    const quit = await codecall.execute('quit()');
+    expect(quit.status).toBe('success');
+  });
+});

@@ -110,3 +110,19 @@ describe.skipIf(!bubblewrapUsable)('host faults and leftovers under bubblewrap',
     expect(result.durationMs).toBeLessThan(15_000);
   });
 });
+
+describe.skipIf(!bubblewrapUsable)('how a sandboxed interpreter ended', () => {
+  it('reports a signal death as the signal, not as bwrap exit status 128 + N', async () => {
+    const codecall = codecallWith();
+    const killed = await codecall.execute('import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)');
+    expect(killed).toMatchObject({ status: 'error', exitCode: null, signal: 'SIGSEGV', isolation: 'bubblewrap' });
+    expect(killed.error?.message).toBe('the interpreter was killed by SIGSEGV');
+  });
+
+  it('keeps a script exit status above 128 as the status', async () => {
+    const codecall = codecallWith();
+    const exited = await codecall.execute('import sys\nsys.exit(137)');
+    expect(exited).toMatchObject({ status: 'error', exitCode: 137 });
+    expect(exited.signal).toBeUndefined();
+  });
+});
