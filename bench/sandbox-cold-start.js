@@ -2,13 +2,12 @@
 // (no codecall around it), a plain interpreter, and codecall without a sandbox — interleaved in one run, medians.
 // Usage: npm run build && node bench/sandbox-cold-start.js [runs=40] [python=python3]
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCodecall, resolveLimits, resolvePythonInterpreter } from '../dist/index.js';
 import { describeSandboxProbe, probeSandbox } from '../dist/sandbox/bubblewrap-probe.js';
-import { createBubblewrapRunner } from '../dist/sandbox/bubblewrap-runner.js';
-import { buildScriptEnvironment } from '../dist/sandbox/environment.js';
+import { bareBubblewrapLauncher, median } from './measure.js';
 
 const RUNS = Number(process.argv[2] ?? 40);
 const PYTHON = process.argv[3] ?? 'python3';
@@ -24,59 +23,18 @@ const stateDir = mkdtempSync(join(tmpdir(), 'codecall-bench-'));
 const sandboxed = createCodecall({ sandbox: 'bubblewrap', python: PYTHON, stateDir: join(stateDir, 'sandboxed') });
 const unsandboxed = createCodecall({ sandbox: 'none', python: PYTHON, stateDir: join(stateDir, 'plain') });
 
-// The bare launch: bwrap with exactly the runner's flags (namespaces, mounts, seccomp, sized tmpfs, empty
-// environment, unprivileged user), but no cgroups, no tool channel, no boot script, no output capture.
-const bareRunner = await createBubblewrapRunner({ cgroups: false });
-const bareRoot = join(stateDir, 'bare');
-mkdirSync(bareRoot, { mode: 0o711 });
-const limits = resolveLimits({});
-let bareCount = 0;
+// The bare launch: bwrap with exactly the runner's flags, without codecall around it (see measure.js).
+const bareBubblewrap = await bareBubblewrapLauncher({
+  interpreter,
+  root: join(stateDir, 'bare'),
+  limits: resolveLimits({}),
+});
 
 function waitForExit(child) {
   return new Promise((resolve, reject) => {
     child.once('error', reject);
     child.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
   });
-}
-
-async function bareBubblewrap() {
-  bareCount += 1;
-  const workDir = join(bareRoot, String(bareCount));
-  mkdirSync(workDir, { mode: 0o700 });
-  mkdirSync(join(workDir, 'tmp'), { mode: 0o700 });
-  const started = performance.now();
-  const { plan, containment } = await bareRunner.prepare({
-    runId: `bare${bareCount}`,
-    interpreter,
-    pythonArguments: ['-S', '-c', 'print(1)'],
-    workDir,
-    readOnlyPaths: [],
-    environment: buildScriptEnvironment({
-      workDir,
-      tmpDir: join(workDir, 'tmp'),
-      artifactsDir: join(workDir, 'artifacts'),
-      pythonPath: interpreter.sitePaths,
-      limits,
-    }),
-    limits,
-    network: false,
-  });
-  const child = spawn(plan.command, plan.args, {
-    cwd: plan.cwd,
-    env: plan.environment,
-    // Slot 3 is the tool channel in codecall runs; the runner's descriptors start at 4.
-    stdio: ['ignore', 'pipe', 'pipe', 'ignore', ...(plan.inheritedFileDescriptors ?? [])],
-    uid: plan.uid,
-    gid: plan.gid,
-  });
-  await containment?.afterSpawn?.(child.pid);
-  child.stdout.resume();
-  child.stderr.resume();
-  await waitForExit(child);
-  const elapsed = performance.now() - started;
-  await containment?.dispose?.();
-  rmSync(workDir, { recursive: true, force: true });
-  return elapsed;
 }
 
 async function plainInterpreter() {
@@ -99,7 +57,7 @@ async function codecallRun(codecall) {
 
 const variants = {
   'codecall, bubblewrap': () => codecallRun(sandboxed),
-  'bwrap + python, same flags': bareBubblewrap,
+  'bwrap + python, same flags': () => bareBubblewrap(['-S', '-c', 'print(1)']),
   'codecall, no sandbox': () => codecallRun(unsandboxed),
   'python, plain': plainInterpreter,
 };
@@ -113,10 +71,6 @@ for (let round = 0; round < WARMUP_RUNS + RUNS; round += 1) {
 await Promise.all([sandboxed.close(), unsandboxed.close()]);
 rmSync(stateDir, { recursive: true, force: true });
 
-const median = (values) => {
-  const sorted = [...values].sort((left, right) => left - right);
-  return sorted[Math.floor(sorted.length / 2)];
-};
 const medians = Object.fromEntries(Object.entries(samples).map(([name, values]) => [name, median(values)]));
 const bare = medians['bwrap + python, same flags'];
 console.log(

@@ -7,27 +7,9 @@ import { CodecallError } from '../../src/engine/errors.js';
 import { formatResultForModel } from '../../src/engine/format-result.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import { processAlive, useCodecalls } from '../support/codecall-fixture.js';
+import { add, sleep, slow } from '../support/sample-tools.js';
 
 const codecallWith = useCodecalls();
-
-const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
-
-const add = defineTool({
-  name: 'add',
-  description: 'Add two numbers.',
-  inputSchema: z.object({ a: z.number(), b: z.number() }),
-  execute: async ({ a, b }) => a + b,
-});
-
-const slow = defineTool({
-  name: 'slow',
-  description: 'Wait 100 ms, then answer "done".',
-  inputSchema: { type: 'object', properties: {} },
-  execute: async () => {
-    await sleep(100);
-    return 'done';
-  },
-});
 
 describe('running scripts', () => {
   const codecall = codecallWith({ tools: [add, slow] });

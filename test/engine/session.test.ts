@@ -1,20 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { CodecallError } from '../../src/engine/errors.js';
 import { formatResultForModel } from '../../src/engine/format-result.js';
-import { defineTool } from '../../src/tools/define-tool.js';
 import { processAlive, useCodecalls } from '../support/codecall-fixture.js';
+import { add, sleep } from '../support/sample-tools.js';
 
 const codecallWith = useCodecalls();
-
-const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
-
-const add = defineTool({
-  name: 'add',
-  description: 'Add two numbers.',
-  inputSchema: z.object({ a: z.number(), b: z.number() }),
-  execute: async ({ a, b }) => a + b,
-});
 
 describe('session cells', () => {
   const codecall = codecallWith({ tools: [add] });

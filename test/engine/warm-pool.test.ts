@@ -2,22 +2,12 @@ import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { createCodecall } from '../../src/engine/codecall.js';
 import { CodecallError } from '../../src/engine/errors.js';
-import { defineTool } from '../../src/tools/define-tool.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
+import { add, sleep } from '../support/sample-tools.js';
 
 const codecallWith = useCodecalls();
-
-const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
-
-const add = defineTool({
-  name: 'add',
-  description: 'Add two numbers.',
-  inputSchema: z.object({ a: z.number(), b: z.number() }),
-  execute: async ({ a, b }) => a + b,
-});
 
 /** Pids of processes whose working directory lies under `folder`. */
 function processesIn(folder: string): number[] {
