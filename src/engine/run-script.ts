@@ -8,11 +8,11 @@ import {
   RUN_NOTIFICATION,
   type ScriptExceptionReport,
 } from '../rpc/protocol.js';
-import { ToolCallServer } from '../rpc/tool-call-server.js';
 import type { LimitReason } from '../sandbox/runner.js';
 import { collectArtifacts } from './artifacts.js';
 import { CodecallAbortError } from './errors.js';
 import {
+  createChannelServer,
   type LaunchedInterpreter,
   launchInterpreter,
   type ProcessExit,
@@ -166,15 +166,7 @@ async function superviseProcess(
   const reportedDone = new Promise<ProcessExit>((resolve) => {
     reportDone = resolve;
   });
-  const server = new ToolCallServer({
-    socket: launched.channel,
-    tools: environment.tools,
-    runId: launched.runId,
-    artifactsDir: launched.directory.artifacts,
-    maxToolCalls: limits.maxToolCalls,
-    toolCallTimeoutMs: limits.toolCallTimeoutMs,
-    maxFrameBytes: limits.maxFrameBytes,
-    maxConcurrentToolCalls: limits.maxConcurrentToolCalls,
+  const server = createChannelServer(launched, environment, limits, {
     onException: (report) => {
       exception = report;
     },

@@ -5,10 +5,15 @@ import {
   encodeNotification,
   type ScriptExceptionReport,
 } from '../rpc/protocol.js';
-import { exceptionReport, ToolCallServer } from '../rpc/tool-call-server.js';
+import { exceptionReport, type ToolCallServer } from '../rpc/tool-call-server.js';
 import type { LimitReason } from '../sandbox/runner.js';
 import { CellOutputSplitter } from './cell-output.js';
-import type { LaunchedInterpreter, ProcessExit, RunEnvironment } from './interpreter-launch.js';
+import {
+  createChannelServer,
+  type LaunchedInterpreter,
+  type ProcessExit,
+  type RunEnvironment,
+} from './interpreter-launch.js';
 import type { Limits } from './limits.js';
 import { OutputCapture } from './output-capture.js';
 import type { ProcessOutcome } from './run-result.js';
@@ -77,15 +82,7 @@ export class SessionProcess {
     this.#outsideLimit = limits.maxOutputBytes;
     // Random per interpreter, then the cell id: a script cannot guess a marker without reading the boot's memory.
     this.#noncePrefix = randomBytes(6).toString('hex');
-    this.#server = new ToolCallServer({
-      socket: launched.channel,
-      tools: environment.tools,
-      runId: launched.runId,
-      artifactsDir: launched.directory.artifacts,
-      maxToolCalls: limits.maxToolCalls,
-      toolCallTimeoutMs: limits.toolCallTimeoutMs,
-      maxFrameBytes: limits.maxFrameBytes,
-      maxConcurrentToolCalls: limits.maxConcurrentToolCalls,
+    this.#server = createChannelServer(launched, environment, limits, {
       onNotification: (method, params) => this.#onNotification(method, params),
       onAbuse: (why) => this.stopCell(why),
     });

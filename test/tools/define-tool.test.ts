@@ -1,20 +1,10 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
-import { CodecallError } from '../../src/engine/errors.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import type { Tool } from '../../src/tools/types.js';
+import { captureError } from '../support/capture-error.js';
 
 const objectSchema = { type: 'object', properties: { a: { type: 'number' } } } as const;
-
-function captureError(run: () => unknown): CodecallError {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(CodecallError);
-    return error as CodecallError;
-  }
-  throw new Error('expected a CodecallError');
-}
 
 describe('defineTool', () => {
   it('returns the very definition it was given', () => {

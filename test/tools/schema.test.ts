@@ -1,18 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { CodecallError } from '../../src/engine/errors.js';
 import { isStandardSchema, normaliseInputSchema, normaliseOutputSchema } from '../../src/tools/schema.js';
 import type { JsonSchema, StandardSchema } from '../../src/tools/types.js';
-
-function captureError(run: () => unknown): CodecallError {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(CodecallError);
-    return error as CodecallError;
-  }
-  throw new Error('expected a CodecallError');
-}
+import { captureError } from '../support/capture-error.js';
 
 describe('normaliseInputSchema with JSON Schema', () => {
   it('passes the schema through as a deep-frozen copy without $schema', () => {
