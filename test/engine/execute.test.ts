@@ -587,3 +587,28 @@ describe('builtins that site would install', () => {
     expect(quit.status).toBe('success');
   });
 });
+
+describe('concurrent tool calls', () => {
+  it('runs at most maxConcurrentToolCalls handlers at once; the rest wait their turn', async () => {
+    let running = 0;
+    let most = 0;
+    const counted = defineTool({
+      name: 'counted',
+      description: 'Counts handlers running at once.',
+      inputSchema: { type: 'object' },
+      execute: async () => {
+        running += 1;
+        most = Math.max(most, running);
+        await sleep(50);
+        running -= 1;
+        return most;
+      },
+    });
+    const codecall = codecallWith({ tools: [counted], limits: { maxConcurrentToolCalls: 2 } });
+    const result = await codecall.execute(
+      'import asyncio\nfrom tools import aio\nasync def main():\n    return await asyncio.gather(*(aio.counted() for _ in range(6)))\nprint(len(asyncio.run(main())))',
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: '6\n', toolCalls: 6 });
+    expect(most).toBe(2);
+  });
+});
