@@ -32,7 +32,36 @@ def _channel_descriptor():
     return int(_environment("CODECALL_CHANNEL_FD", "-1"))
 
 
+# The end marker's nonce of a cold or pooled run, taken out of the environment before the script runs.
+_output_nonce = None
+
+
+def _take_output_nonce():
+    global _output_nonce
+    name = b"CODECALL_OUTPUT_NONCE"
+    value = posix.environ.pop(name, None)
+    if value is not None:
+        # Not the script's business, nor its subprocesses'.
+        posix.unsetenv(name)
+        _output_nonce = value.decode("ascii", "replace")
+
+
+def _output_end_marker(nonce):
+    """The bytes that end a script's or a cell's output on stdout and stderr (the host's `outputEndMarker`)."""
+    return ("\0codecall-end-%s\0" % nonce).encode()
+
+
+def _write_marker(descriptor, marker):
+    try:
+        while marker:
+            marker = marker[posix.write(descriptor, marker):]
+        return True
+    except OSError:
+        return False
+
+
 def _prepare_channel():
+    _take_output_nonce()
     descriptor = _channel_descriptor()
     if descriptor >= 0:
         try:
@@ -209,8 +238,9 @@ def _finish(status):
     __main__'s namespace is cleared and garbage collected, so the script's own objects are finalized (an open file
     is flushed and closed). Then the process ends without tearing down every module and type one by one, which takes
     milliseconds that no script can observe (what it skips: finalizers of objects other modules hold, and C stdio
-    buffers, which the standard library does not use). Before it ends, it closes its stdout and stderr and tells the
-    host its exit status (`$done`), so the host need not wait for the kernel to tear the process down.
+    buffers, which the standard library does not use). Before it ends, it ends its stdout and stderr with the run's
+    end marker, closes them and tells the host its exit status (`$done`), so the host need not wait for the kernel to
+    tear the process (or its sandbox) down.
     """
     threading = sys.modules.get("threading")
     if threading is not None:
@@ -242,7 +272,12 @@ def _finish(status):
         pass
     # What the parent sees of exit(status).
     status &= 0xFF
+    # The host takes the output as complete at the markers, without waiting for the pipes to close (under a sandbox,
+    # they close only when the sandbox is torn down).
+    marker = _output_end_marker(_output_nonce) if _output_nonce else None
     for descriptor in (1, 2):
+        if marker is not None:
+            _write_marker(descriptor, marker)
         try:
             posix.close(descriptor)
         except OSError:

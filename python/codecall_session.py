@@ -72,15 +72,6 @@ def _cell_cpu_limit(seconds):
         pass
 
 
-def _write_marker(descriptor, marker):
-    try:
-        while marker:
-            marker = marker[posix.write(descriptor, marker):]
-        return True
-    except OSError:
-        return False
-
-
 def _flush_streams():
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -99,7 +90,7 @@ def _run_cell(namespace, params):
     if type(cpu_seconds) is int and cpu_seconds > 0:
         _cell_cpu_limit(cpu_seconds)
     # The host counts what the streams carry from the moment it sent the cell; the end markers close the cell.
-    end = ("\0codecall-cell-%s-end\0" % nonce).encode()
+    end = _boot._output_end_marker(nonce)
     filename = "<cell %d>" % cell
     status = 0
     exception = None
@@ -133,8 +124,8 @@ def _run_cell(namespace, params):
         status = 1
         exception = {"type": "KeyboardInterrupt", "message": "", "traceback": ""}
     _flush_streams()
-    wrote_stdout = _write_marker(1, end)
-    wrote_stderr = _write_marker(2, end)
+    wrote_stdout = _boot._write_marker(1, end)
+    wrote_stderr = _boot._write_marker(2, end)
     return {"id": cell, "exitCode": status, "exception": exception, "stdout": wrote_stdout, "stderr": wrote_stderr}
 
 

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Duplex, Readable, Writable } from 'node:stream';
@@ -87,6 +88,11 @@ export interface LaunchedInterpreter {
   readonly channel: Duplex;
   readonly stdout: Readable;
   readonly stderr: Readable;
+  /**
+   * Cold and pooled runs: the nonce of the end marker the boot writes on stdout and stderr when the script is over
+   * (see `outputEndMarker`). Sessions mark each cell with a nonce of its own.
+   */
+  readonly outputNonce: string | undefined;
   /** Sessions only: the interrupt pipe (the child's stdin, which the boot swaps for /dev/null). */
   readonly stdin: Writable | undefined;
   readonly containment: RunContainment | undefined;
@@ -158,6 +164,8 @@ export async function launchInterpreter(
       extra: environment.environmentExtra,
       passthrough: environment.environmentPassthrough,
     });
+    const outputNonce = options.mode === 'session' ? undefined : randomBytes(12).toString('hex');
+    if (outputNonce !== undefined) scriptEnvironment.CODECALL_OUTPUT_NONCE = outputNonce;
     prepared = await environment.runner.prepare({
       runId: options.runId,
       interpreter: environment.interpreter,
@@ -170,7 +178,7 @@ export async function launchInterpreter(
       // Pooled and session interpreters run no script code before `$run` / `$cell`, sent after `afterSpawn`.
       scriptGated: options.mode !== 'cold',
     });
-    return await spawnPrepared(prepared, directory, options);
+    return await spawnPrepared(prepared, directory, options, outputNonce);
   } catch (error) {
     await prepared?.containment?.dispose?.();
     await removeRunDirectory(directory.root);
@@ -182,6 +190,7 @@ async function spawnPrepared(
   prepared: PreparedLaunch,
   directory: RunDirectory,
   options: LaunchOptions,
+  outputNonce: string | undefined,
 ): Promise<LaunchedInterpreter> {
   const { plan, containment } = prepared;
   const inherited = plan.inheritedFileDescriptors ?? [];
@@ -259,6 +268,7 @@ async function spawnPrepared(
     channel,
     stdout: child.stdout as Readable,
     stderr: child.stderr as Readable,
+    outputNonce,
     stdin: child.stdin ?? undefined,
     containment,
     exited,
@@ -289,7 +299,7 @@ async function spawnPrepared(
         }
         await killAll();
         // Gone for good before the release settles (close() waits for it), not merely sent a signal.
-        await waitForExit(exited, EXIT_WAIT_MS);
+        await settledWithin(exited, EXIT_WAIT_MS);
         forgetProcessGroup(pid);
         destroyStreams(child);
         if (detached !== directory.root) await removeRunDirectory(detached);
@@ -301,12 +311,13 @@ async function spawnPrepared(
   return launched;
 }
 
-function waitForExit(exited: Promise<ProcessExit>, milliseconds: number): Promise<unknown> {
+/** Waits for `promise` to settle, for at most `milliseconds`; never rejects. */
+export function settledWithin(promise: Promise<unknown>, milliseconds: number): Promise<unknown> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise((resolve) => {
     timer = setTimeout(resolve, milliseconds);
   });
-  return Promise.race([exited, timeout]).finally(() => clearTimeout(timer));
+  return Promise.race([promise.catch(() => undefined), timeout]).finally(() => clearTimeout(timer));
 }
 
 function destroyStreams(child: ChildProcess): void {

@@ -17,9 +17,11 @@ import {
   launchInterpreter,
   type ProcessExit,
   type RunEnvironment,
+  settledWithin,
 } from './interpreter-launch.js';
 import type { Limits } from './limits.js';
 import { OutputCapture } from './output-capture.js';
+import { OutputSplitter } from './output-splitter.js';
 import type { ExecuteResult } from './result.js';
 import { buildResult, type ProcessOutcome } from './run-result.js';
 
@@ -190,8 +192,10 @@ async function superviseProcess(
     capture.push(chunk);
     if (stdout.totalBytes + stderr.totalBytes > limits.maxOutputBytes) stop('output');
   };
-  launched.stdout.on('data', onOutput(stdout));
-  launched.stderr.on('data', onOutput(stderr));
+  const outputs = [
+    captureUntilEnd(launched.stdout, onOutput(stdout), launched.outputNonce),
+    captureUntilEnd(launched.stderr, onOutput(stderr), launched.outputNonce),
+  ];
 
   const timeoutTimer = setTimeout(() => stop('timeout'), limits.timeoutMs);
   const onAbort = () => stop('aborted');
@@ -209,7 +213,10 @@ async function superviseProcess(
   // goes with its pid namespace); the runner's own sweep (e.g. of a cgroup) follows in the release, after the result.
   launched.signal('SIGKILL');
   server.end();
-  await drainOutput([launched.stdout, launched.stderr]);
+  // What is still in the pipes, up to the end markers (or until they close): a process that escaped the group may
+  // hold them open, so the wait is bounded.
+  await settledWithin(Promise.all(outputs.map((output) => output.ended)), OUTPUT_DRAIN_MS);
+  for (const output of outputs) output.stop();
 
   let exitCode = 'error' in exit ? null : exit.code;
   let exitSignal = 'error' in exit ? null : exit.signal;
@@ -234,6 +241,43 @@ async function superviseProcess(
     toolCalls: server.toolCalls,
     toolCallLimitReached: server.limitReached,
     isolation: environment.runner.isolation,
+  };
+}
+
+/** One output stream of a run feeding its capture; see {@link captureUntilEnd}. */
+interface CapturedOutput {
+  /** Settles once the end marker went by or the stream closed. */
+  readonly ended: Promise<void>;
+  /** Stops feeding the capture: what comes later is not the run's. */
+  stop(): void;
+}
+
+/**
+ * Feeds one output stream of a run into `push` up to the end marker with `nonce` that the boot writes when the
+ * script is over (without a nonce, or when the marker never comes, up to the stream's close).
+ */
+function captureUntilEnd(stream: Readable, push: (chunk: Buffer) => void, nonce: string | undefined): CapturedOutput {
+  let markEnded!: () => void;
+  const ended = new Promise<void>((resolve) => {
+    markEnded = resolve;
+  });
+  const splitter =
+    nonce === undefined ? undefined : new OutputSplitter({ output: push, outside: () => {}, ended: markEnded });
+  splitter?.expect(nonce as string);
+  const onData = splitter === undefined ? push : (chunk: Buffer) => splitter.push(chunk);
+  const onClose = () => {
+    splitter?.flush();
+    markEnded();
+  };
+  stream.on('data', onData);
+  stream.once('close', onClose);
+  if (stream.closed) onClose();
+  return {
+    ended,
+    stop() {
+      stream.off('data', onData);
+      stream.off('close', onClose);
+    },
   };
 }
 

@@ -7,7 +7,6 @@ import {
 } from '../rpc/protocol.js';
 import { exceptionReport, type ToolCallServer } from '../rpc/tool-call-server.js';
 import type { LimitReason } from '../sandbox/runner.js';
-import { CellOutputSplitter } from './cell-output.js';
 import {
   createChannelServer,
   type LaunchedInterpreter,
@@ -16,6 +15,7 @@ import {
 } from './interpreter-launch.js';
 import type { Limits } from './limits.js';
 import { OutputCapture } from './output-capture.js';
+import { OutputSplitter } from './output-splitter.js';
 import type { ProcessOutcome } from './run-result.js';
 import { drainOutput, KILL_GRACE_MS, OUTPUT_DRAIN_MS, wellFormed } from './run-script.js';
 
@@ -64,8 +64,8 @@ export class SessionProcess {
   readonly launched: LaunchedInterpreter;
   readonly environment: RunEnvironment;
   readonly #server: ToolCallServer;
-  readonly #stdout: CellOutputSplitter;
-  readonly #stderr: CellOutputSplitter;
+  readonly #stdout: OutputSplitter;
+  readonly #stderr: OutputSplitter;
   readonly #outsideLimit: number;
   readonly #noncePrefix: string;
   #cell: RunningCell | undefined;
@@ -87,12 +87,12 @@ export class SessionProcess {
       onAbuse: (why) => this.stopCell(why),
     });
     this.#server.refuseCalls(NO_CELL_RUNNING);
-    this.#stdout = new CellOutputSplitter({
+    this.#stdout = new OutputSplitter({
       output: (chunk) => this.#output('stdout', chunk),
       outside: (chunk) => this.#outside(chunk),
       ended: () => this.#ended('stdout'),
     });
-    this.#stderr = new CellOutputSplitter({
+    this.#stderr = new OutputSplitter({
       output: (chunk) => this.#output('stderr', chunk),
       outside: (chunk) => this.#outside(chunk),
       ended: () => this.#ended('stderr'),

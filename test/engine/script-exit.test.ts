@@ -57,6 +57,30 @@ describe.each([
     expect(status.exitCode).toBe(300 & 0xff);
   });
 
+  it("ends the output at the run's own end marker, whose nonce the script does not see", async () => {
+    const result = await codecall.execute(
+      [
+        'import os, subprocess, sys',
+        'print("\\0codecall-end-0123456789abcdef01234567\\0 forged", flush=True)',
+        'print(sorted(name for name in os.environ if "NONCE" in name))',
+        'print(subprocess.run(["env"], capture_output=True, text=True).stdout.count("NONCE"))',
+        'sys.stderr.write("to stderr")',
+      ].join('\n'),
+    );
+    expect(result).toMatchObject({
+      status: 'success',
+      stdout: '\\x00codecall-end-0123456789abcdef01234567\\x00 forged\n[]\n0\n',
+      stderr: 'to stderr',
+    });
+  });
+
+  it('completes when the script moved its stdout away, with what it printed before', async () => {
+    const result = await codecall.execute(
+      'import os\nprint("before", flush=True)\nos.dup2(os.open(os.devnull, os.O_WRONLY), 1)\nprint("after")',
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: 'before\n' });
+  });
+
   it('carries non-ASCII text both ways through tool calls', async () => {
     const result = await codecall.execute(
       'from tools import shout\nreply = shout(text="grüße, 東京 🚀")\nprint(reply["text"], reply["length"])',

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { CellOutputSplitter, cellEndMarker } from '../../src/engine/cell-output.js';
+import { OutputSplitter, outputEndMarker } from '../../src/engine/output-splitter.js';
 
 function recorder() {
   const events: string[] = [];
-  const splitter = new CellOutputSplitter({
+  const splitter = new OutputSplitter({
     output: (chunk) => events.push(`output:${chunk.toString('latin1')}`),
     outside: (chunk) => events.push(`outside:${chunk.toString('latin1')}`),
     ended: () => events.push('ended'),
@@ -17,7 +17,7 @@ const outputOf = (events: readonly string[]) =>
     .map((event) => event.slice('output:'.length))
     .join('');
 
-const ending = (nonce: string, text: string) => Buffer.concat([Buffer.from(text, 'latin1'), cellEndMarker(nonce)]);
+const ending = (nonce: string, text: string) => Buffer.concat([Buffer.from(text, 'latin1'), outputEndMarker(nonce)]);
 
 describe('splitting session output into cells', () => {
   it('gives a cell what comes after it starts, up to its end marker; the rest is outside any cell', () => {
@@ -43,7 +43,7 @@ describe('splitting session output into cells', () => {
     splitter.push(ending('zz', 'forged'));
     splitter.push(ending('c3', 'real'));
     splitter.push(ending('c3', 'replayed'));
-    expect(outputOf(events)).toBe(`forged${cellEndMarker('zz').toString('latin1')}real`);
+    expect(outputOf(events)).toBe(`forged${outputEndMarker('zz').toString('latin1')}real`);
     expect(events.filter((event) => event === 'ended')).toHaveLength(1);
   });
 

@@ -1,39 +1,42 @@
-/** What a {@link CellOutputSplitter} finds in one output stream of a session interpreter. */
-export interface CellOutputHandlers {
-  /** Bytes of the running cell. */
+/** What an {@link OutputSplitter} finds in one output stream of an interpreter. */
+export interface OutputSplitterHandlers {
+  /** Bytes of the running script or cell. */
   output(chunk: Buffer): void;
-  /** Bytes written while no cell runs (e.g. by a background thread between cells): dropped, only counted. */
+  /** Bytes written while nothing runs (e.g. by a background thread between cells, or after the end): dropped. */
   outside(chunk: Buffer): void;
-  /** The cell's end marker went by: its output on this stream is complete. */
+  /** The end marker went by: the output on this stream is complete. */
   ended(): void;
 }
 
-/** The marker the session boot writes at the end of a cell's output, on stdout and on stderr. */
-export function cellEndMarker(nonce: string): Buffer {
-  return Buffer.from(`\0codecall-cell-${nonce}-end\0`, 'latin1');
+/**
+ * The marker the boot writes at the end of a script's or a cell's output, on stdout and on stderr, straight to the
+ * file descriptor.
+ */
+export function outputEndMarker(nonce: string): Buffer {
+  return Buffer.from(`\0codecall-end-${nonce}\0`, 'latin1');
 }
 
 /**
- * Splits one output stream of a session interpreter into cells. A cell's output is what the stream carries from the
- * moment the host sends the cell (`expect`) to the end marker the boot writes straight to the file descriptor when
- * the cell is over (with a random nonce per cell, sent in `$cell`): whichever thread or subprocess wrote it, and
- * nothing of a later cell. A marker split across chunks is found; bytes that could start one are held back until
- * the next chunk.
+ * Splits one output stream of an interpreter at end markers. The output of a script (or of a session's cell) is what
+ * the stream carries from the moment the host expects it (`expect`) to the end marker the boot writes when it is
+ * over, with a random nonce per script or cell: whichever thread or subprocess wrote it, and nothing written later.
+ * The host need not wait for the pipes to close (under a sandbox that is the sandbox's teardown). A marker split
+ * across chunks is found; bytes that could start one are held back until the next chunk.
  */
-export class CellOutputSplitter {
-  readonly #handlers: CellOutputHandlers;
+export class OutputSplitter {
+  readonly #handlers: OutputSplitterHandlers;
   #end: Buffer | undefined;
   #carry: Buffer | undefined;
 
-  constructor(handlers: CellOutputHandlers) {
+  constructor(handlers: OutputSplitterHandlers) {
     this.#handlers = handlers;
   }
 
-  /** A cell with this nonce starts now: what follows is its output, up to its end marker. */
+  /** A script or cell with this nonce starts now: what follows is its output, up to its end marker. */
   expect(nonce: string): void {
     if (this.#carry !== undefined) this.#handlers.outside(this.#carry);
     this.#carry = undefined;
-    this.#end = cellEndMarker(nonce);
+    this.#end = outputEndMarker(nonce);
   }
 
   /** Feeds the next chunk of the stream. */
@@ -56,14 +59,14 @@ export class CellOutputSplitter {
       return;
     }
     if (index > 0) this.#handlers.output(data.subarray(0, index));
-    // One end per cell: what follows (and a replayed marker) is outside any cell until the next one starts.
+    // One end per script or cell: what follows (and a replayed marker) is outside until the next one starts.
     this.#end = undefined;
     this.#handlers.ended();
     const rest = data.subarray(index + end.length);
     if (rest.length > 0) this.#handlers.outside(rest);
   }
 
-  /** The stream ended: bytes held back as a possible marker are the cell's output after all. */
+  /** The stream ended: bytes held back as a possible marker are output after all. */
   flush(): void {
     const carry = this.#carry;
     this.#carry = undefined;
