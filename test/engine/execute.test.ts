@@ -175,6 +175,35 @@ describe('tool calls', () => {
     expect(elapsed).toBeLessThan(400);
   });
 
+  it('answers quick and slow calls in turn, and megabytes of arguments sent after quick calls', async () => {
+    // Quick replies are polled for and slow ones slept on; polling leaves the channel non-blocking, which a large
+    // frame then fills.
+    const measure = defineTool({
+      name: 'measure',
+      description: 'Length of a text.',
+      inputSchema: z.object({ text: z.string() }),
+      execute: async ({ text }) => text.length,
+    });
+    const codecall = codecallWith({ tools: [add, slow, measure] });
+    const result = await codecall.execute(
+      [
+        'from tools import add, measure, slow',
+        'for i in range(50):',
+        '    assert add(a=i, b=1) == i + 1',
+        'assert slow() == "done"',
+        'for i in range(50):',
+        '    assert add(a=i, b=2) == i + 2',
+        'for size in (1 << 20, 2 << 20, 4 << 20):',
+        '    for i in range(50):',
+        '        assert add(a=i, b=size) == i + size',
+        '    assert measure(text="x" * size) == size',
+        'assert slow() == "done" and add(a=1, b=1) == 2',
+        'print("ok")',
+      ].join('\n'),
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: 'ok\n', toolCalls: 256 });
+  });
+
   it('answers calls past maxToolCalls with "tool call limit reached (N)"', async () => {
     const codecall = codecallWith({ tools: [add], limits: { maxToolCalls: 5 } });
     const result = await codecall.execute(
