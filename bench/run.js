@@ -164,32 +164,41 @@ if (probe?.bubblewrap.available) {
   });
 }
 
-// Warm pool: print(1) in an interpreter started ahead, next to a bare interpreter start.
+// Warm pool: print(1) in an interpreter started ahead (in its sandbox), next to a bare interpreter start.
 print('warm pool…');
-const pooled = createCodecall({ sandbox: 'none', stateDir: join(stateDir, 'pooled'), pool: { size: 2 } });
-await pooled.execute('print(1)');
-const warm = [];
-const bareForWarm = [];
-for (let run = 0; run < RUNS; run += 1) {
-  await sleep(POOL_REFILL_PAUSE_MS);
-  const started = performance.now();
-  const result = await pooled.execute('print(1)');
-  warm.push(performance.now() - started);
-  if (result.stdout !== '1\n') throw new Error(`unexpected output ${JSON.stringify(result)}`);
-  await sleep(POOL_REFILL_PAUSE_MS);
-  bareForWarm.push(await timeSpawn(interpreter.executable, ['-S', '-c', 'pass']));
+const isolations = probe?.bubblewrap.available ? ['none', 'bubblewrap'] : ['none'];
+for (const isolation of isolations) {
+  const pooled = createCodecall({
+    sandbox: isolation,
+    stateDir: join(stateDir, `pooled-${isolation}`),
+    pool: { size: 2 },
+  });
+  await pooled.execute('print(1)');
+  const warm = [];
+  const bareForWarm = [];
+  for (let run = 0; run < RUNS; run += 1) {
+    await sleep(POOL_REFILL_PAUSE_MS);
+    const started = performance.now();
+    const result = await pooled.execute('print(1)');
+    warm.push(performance.now() - started);
+    if (result.stdout !== '1\n' || result.isolation !== isolation) {
+      throw new Error(`unexpected result ${JSON.stringify(result)}`);
+    }
+    await sleep(POOL_REFILL_PAUSE_MS);
+    bareForWarm.push(await timeSpawn(interpreter.executable, ['-S', '-c', 'pass']));
+  }
+  await pooled.close();
+  row({
+    figure: `warm-pool print(1), ${isolation}`,
+    unit: 'ms',
+    digits: 2,
+    value: median(warm),
+    baseline: median(bareForWarm),
+    baselineName: 'bare python -S -c pass',
+    target: '≤ 3 ms',
+    met: median(warm) <= 3,
+  });
 }
-await pooled.close();
-row({
-  figure: 'warm-pool print(1), none',
-  unit: 'ms',
-  digits: 2,
-  value: median(warm),
-  baseline: median(bareForWarm),
-  baselineName: 'bare python -S -c pass',
-  target: '≤ 3 ms',
-  met: median(warm) <= 3,
-});
 
 // Sequential tool calls (µs per round trip measured inside the script) and session cells, next to a plain JSON echo.
 print('tool calls and cells…');
@@ -204,17 +213,27 @@ for (let run = 0; run < CALL_ROUNDS; run += 1) {
   roundTrips.push(Number(result.stdout));
   echoes.push(await plainJsonEchoMicroseconds(interpreter.executable, CALLS));
 }
-const session = codecall.session();
-expectSuccess(await session.execute('counter = 0'));
-for (let cell = 0; cell < 200; cell += 1) await session.execute('counter += 1');
-const cells = [];
-for (let cell = 0; cell < CELLS; cell += 1) {
-  const started = performance.now();
-  await session.execute('counter += 1');
-  cells.push(performance.now() - started);
+const cellsByIsolation = new Map();
+for (const isolation of isolations) {
+  const owner =
+    isolation === 'none'
+      ? codecall
+      : createCodecall({ sandbox: isolation, stateDir: join(stateDir, `session-${isolation}`) });
+  const session = owner.session();
+  expectSuccess(await session.execute('counter = 0'));
+  for (let cell = 0; cell < 200; cell += 1) await session.execute('counter += 1');
+  const cells = [];
+  for (let cell = 0; cell < CELLS; cell += 1) {
+    const started = performance.now();
+    await session.execute('counter += 1');
+    cells.push(performance.now() - started);
+  }
+  const last = await session.execute('print(counter)');
+  if (last.stdout !== `${CELLS + 200}\n` || last.isolation !== isolation) throw new Error('session lost a cell');
+  await session.close();
+  if (owner !== codecall) await owner.close();
+  cellsByIsolation.set(isolation, cells);
 }
-if ((await session.execute('print(counter)')).stdout !== `${CELLS + 200}\n`) throw new Error('session lost a cell');
-await session.close();
 row({
   figure: 'sequential tool call',
   unit: 'µs',
@@ -224,16 +243,18 @@ row({
   target: '≤ 60 µs and ≤ echo',
   met: median(roundTrips) <= 60 && median(roundTrips) <= median(echoes),
 });
-row({
-  figure: 'session cell (counter += 1)',
-  unit: 'ms',
-  digits: 3,
-  value: median(cells),
-  baseline: median(echoes) / 1_000,
-  baselineName: 'plain JSON echo round trip',
-  target: '≤ 0.2 ms',
-  met: median(cells) <= 0.2,
-});
+for (const [isolation, cells] of cellsByIsolation) {
+  row({
+    figure: `session cell (counter += 1), ${isolation}`,
+    unit: 'ms',
+    digits: 3,
+    value: median(cells),
+    baseline: median(echoes) / 1_000,
+    baselineName: 'plain JSON echo round trip',
+    target: '≤ 0.2 ms',
+    met: median(cells) <= 0.2,
+  });
+}
 
 // 100 parallel calls of a 100 ms tool, with asyncio and with threads, next to one call of it.
 print('parallel calls…');
