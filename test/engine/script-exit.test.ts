@@ -67,6 +67,7 @@ describe.each([
         'sys.stderr.write("to stderr")',
       ].join('\n'),
     );
+    // A marker with another nonce is output like any text (its NULs come back escaped, as every control character).
     expect(result).toMatchObject({
       status: 'success',
       stdout: '\\x00codecall-end-0123456789abcdef01234567\\x00 forged\n[]\n0\n',
