@@ -261,10 +261,12 @@ function captureUntilEnd(stream: Readable, push: (chunk: Buffer) => void, nonce:
   const ended = new Promise<void>((resolve) => {
     markEnded = resolve;
   });
-  const splitter =
-    nonce === undefined ? undefined : new OutputSplitter({ output: push, outside: () => {}, ended: markEnded });
-  splitter?.expect(nonce as string);
-  const onData = splitter === undefined ? push : (chunk: Buffer) => splitter.push(chunk);
+  let splitter: OutputSplitter | undefined;
+  if (nonce !== undefined) {
+    splitter = new OutputSplitter({ output: push, outside: () => {}, ended: markEnded });
+    splitter.expect(nonce);
+  }
+  const onData = splitter === undefined ? push : (chunk: Buffer) => splitter?.push(chunk);
   const onClose = () => {
     splitter?.flush();
     markEnded();
