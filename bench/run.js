@@ -33,6 +33,8 @@ const GENERATED_TOOLS = 500;
  * took (that takes about 15 ms) and both are measured after the same idle time.
  */
 const POOL_REFILL_PAUSE_MS = 40;
+/** Scripts calling tools in a loop at the same time, for the throughput of the channel under load. */
+const CONCURRENT_CALLERS = 4;
 /** Rounds of sequential tool calls, each next to a round of the plain JSON echo. */
 const CALL_ROUNDS = 9;
 
@@ -202,16 +204,31 @@ for (const isolation of isolations) {
 
 // Sequential tool calls (µs per round trip measured inside the script) and session cells, next to a plain JSON echo.
 print('tool calls and cells…');
+/** A script that calls `echo` `calls` times in a row (after a warm-up) and prints µs per call. */
+const sequentialCalls = (calls) =>
+  `import time\nfrom tools import echo\nfor i in range(200):\n    echo(value=i)\nstart = time.perf_counter()\nfor i in range(${calls}):\n    echo(value=i)\nprint((time.perf_counter() - start) / ${calls} * 1e6)`;
 const roundTrips = [];
 const echoes = [];
 for (let run = 0; run < CALL_ROUNDS; run += 1) {
-  const result = expectSuccess(
-    await codecall.execute(
-      `import time\nfrom tools import echo\nfor i in range(200):\n    echo(value=i)\nstart = time.perf_counter()\nfor i in range(${CALLS}):\n    echo(value=i)\nprint((time.perf_counter() - start) / ${CALLS} * 1e6)`,
+  roundTrips.push(Number(expectSuccess(await codecall.execute(sequentialCalls(CALLS))).stdout));
+  echoes.push(await plainJsonEchoMicroseconds(interpreter.executable, CALLS));
+}
+// Several scripts calling at once share the host (and the processors): calls per second of all of them together.
+const concurrentCallRates = [];
+const concurrentEchoRates = [];
+const callsPerSecond = (microseconds) => microseconds.reduce((sum, perCall) => sum + 1e6 / perCall, 0);
+for (let run = 0; run < CALL_ROUNDS; run += 1) {
+  const results = await Promise.all(
+    Array.from({ length: CONCURRENT_CALLERS }, () => codecall.execute(sequentialCalls(CALLS / 2))),
+  );
+  concurrentCallRates.push(callsPerSecond(results.map((result) => Number(expectSuccess(result).stdout))));
+  concurrentEchoRates.push(
+    callsPerSecond(
+      await Promise.all(
+        Array.from({ length: CONCURRENT_CALLERS }, () => plainJsonEchoMicroseconds(interpreter.executable, CALLS / 2)),
+      ),
     ),
   );
-  roundTrips.push(Number(result.stdout));
-  echoes.push(await plainJsonEchoMicroseconds(interpreter.executable, CALLS));
 }
 const cellsByIsolation = new Map();
 for (const isolation of isolations) {
@@ -242,6 +259,14 @@ row({
   baselineName: 'plain JSON echo',
   target: '≤ 60 µs and ≤ echo',
   met: median(roundTrips) <= 60 && median(roundTrips) <= median(echoes),
+});
+row({
+  figure: `${CONCURRENT_CALLERS} scripts calling at once`,
+  unit: 'calls/s',
+  digits: 0,
+  value: median(concurrentCallRates),
+  baseline: median(concurrentEchoRates),
+  baselineName: `${CONCURRENT_CALLERS} plain JSON echo clients at once`,
 });
 for (const [isolation, cells] of cellsByIsolation) {
   row({
