@@ -219,13 +219,15 @@ const concurrentEchoRates = [];
 const callsPerSecond = (microseconds) => microseconds.reduce((sum, perCall) => sum + 1e6 / perCall, 0);
 for (let run = 0; run < CALL_ROUNDS; run += 1) {
   const results = await Promise.all(
-    Array.from({ length: CONCURRENT_CALLERS }, () => codecall.execute(sequentialCalls(CALLS / 2))),
+    Array.from({ length: CONCURRENT_CALLERS }, () => codecall.execute(sequentialCalls(Math.ceil(CALLS / 2)))),
   );
   concurrentCallRates.push(callsPerSecond(results.map((result) => Number(expectSuccess(result).stdout))));
   concurrentEchoRates.push(
     callsPerSecond(
       await Promise.all(
-        Array.from({ length: CONCURRENT_CALLERS }, () => plainJsonEchoMicroseconds(interpreter.executable, CALLS / 2)),
+        Array.from({ length: CONCURRENT_CALLERS }, () =>
+          plainJsonEchoMicroseconds(interpreter.executable, Math.ceil(CALLS / 2)),
+        ),
       ),
     ),
   );
