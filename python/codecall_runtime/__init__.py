@@ -17,10 +17,9 @@ _CODE_TOOL_FAILED = -32000
 _CODE_RUN_ENDED = -32004
 # A lone caller polls the channel this long before it sleeps in a blocking read (yielding the processor between
 # polls): a fast tool's reply then lands on a running thread instead of waking a sleeping one, which costs a
-# scheduler wake-up (tens of µs on a VM).
-_SPIN_NANOSECONDS = 100_000
-# It polls only while the tools answer quickly: after a wait longer than this, the next call sleeps at once.
-_SPIN_WORTHWHILE_NANOSECONDS = 2 * _SPIN_NANOSECONDS
+# scheduler wake-up (tens of µs on a VM). It polls only while replies come quickly: after a wait longer than twice
+# this, the next call sleeps at once, and a quick reply turns polling on again.
+_REPLY_POLL_NANOSECONDS = 100_000
 _clock = time.perf_counter_ns
 _yield_processor = getattr(posix, "sched_yield", lambda: None)
 
@@ -64,7 +63,8 @@ class _Channel:
         self._broken = None
         self._forked = False
         self._nonblocking = False
-        self._spin = True
+        # Whether the last wait for a reply was short enough to poll for the next one.
+        self._poll_replies = True
         if hasattr(posix, "register_at_fork"):
             posix.register_at_fork(after_in_child=self._mark_forked)
         try:
@@ -162,7 +162,7 @@ class _Channel:
         try:
             # Polling pays only for a lone sequential caller; with other threads waiting it would hold the GIL.
             if not slot[0] and not self._waiting and not self._async_waiting and len(self._pending) == 1:
-                self._read_and_dispatch(self._read_alone())
+                self._read_and_dispatch(alone=True)
             while not slot[0]:
                 self._read_and_dispatch()
         finally:
@@ -217,46 +217,39 @@ class _Channel:
                 self._start_reader_thread()
 
     def _read_alone(self):
-        """Reads the next chunk for a lone caller: polls for up to _SPIN_NANOSECONDS first while the tools have been
-        answering quickly, then sleeps in a blocking read.
-
-        Returns the chunk, or the OSError that failed the read.
-        """
+        """Reads the next chunk for a lone caller: while replies have been coming quickly, polls for up to
+        _REPLY_POLL_NANOSECONDS first; then sleeps in a blocking read."""
         descriptor = self._descriptor
         started = _clock()
-        try:
-            if self._spin:
-                if not self._nonblocking:
-                    posix.set_blocking(descriptor, False)
-                    self._nonblocking = True
-                deadline = started + _SPIN_NANOSECONDS
-                while True:
-                    try:
-                        return posix.read(descriptor, 1 << 16)
-                    except BlockingIOError:
-                        if _clock() > deadline:
-                            break
-                        # Whatever else is runnable here (the host serving other scripts, say) goes first: polling
-                        # stays off the critical path of a busy machine.
-                        _yield_processor()
-            if self._nonblocking:
-                self._set_blocking()
-            chunk = posix.read(descriptor, 1 << 16)
-            self._spin = _clock() - started <= _SPIN_WORTHWHILE_NANOSECONDS
-            return chunk
-        except OSError as error:
-            return error
+        if self._poll_replies:
+            if not self._nonblocking:
+                posix.set_blocking(descriptor, False)
+                self._nonblocking = True
+            deadline = started + _REPLY_POLL_NANOSECONDS
+            while True:
+                try:
+                    return posix.read(descriptor, 1 << 16)
+                except BlockingIOError:
+                    if _clock() > deadline:
+                        break
+                    # Whatever else is runnable here (the host serving other scripts, say) goes first: polling stays
+                    # off the critical path of a busy machine.
+                    _yield_processor()
+        chunk = self._read_blocking()
+        self._poll_replies = _clock() - started <= 2 * _REPLY_POLL_NANOSECONDS
+        return chunk
 
-    def _read_and_dispatch(self, chunk=None):
-        if chunk is None:
-            try:
-                if self._nonblocking:
-                    self._set_blocking()
-                chunk = posix.read(self._descriptor, 1 << 16)
-            except OSError as error:
-                chunk = error
-        if type(chunk) is not bytes:
-            self._fail_all("the tool channel failed (%s)" % chunk)
+    def _read_blocking(self):
+        if self._nonblocking:
+            self._set_blocking()
+        return posix.read(self._descriptor, 1 << 16)
+
+    def _read_and_dispatch(self, alone=False):
+        """Reads what the host sent (see _read_alone for a lone caller) and hands replies to their callers."""
+        try:
+            chunk = self._read_alone() if alone else self._read_blocking()
+        except OSError as error:
+            self._fail_all("the tool channel failed (%s)" % error)
             return
         if not chunk:
             self._fail_all("the tool channel was closed by the host (the run has ended)")
