@@ -284,25 +284,15 @@ function captureUntilEnd(stream: Readable, push: (chunk: Buffer) => void, nonce:
 }
 
 /** Reads what is still in the pipes after the exit, for at most {@link OUTPUT_DRAIN_MS}. */
-export function drainOutput(streams: readonly Readable[]): Promise<void> {
+export async function drainOutput(streams: readonly Readable[]): Promise<void> {
   const open = streams.filter((stream) => !stream.readableEnded && !stream.destroyed);
-  if (open.length === 0) return Promise.resolve();
-  return new Promise((resolve) => {
-    let remaining = open.length;
-    const finish = () => {
-      clearTimeout(timer);
-      for (const stream of open) stream.destroy();
-      resolve();
-    };
-    // A process that escaped the group may hold the pipes open: read what is there, then stop waiting.
-    const timer = setTimeout(finish, OUTPUT_DRAIN_MS);
-    for (const stream of open) {
-      stream.once('close', () => {
-        remaining -= 1;
-        if (remaining === 0) finish();
-      });
-    }
-  });
+  if (open.length === 0) return;
+  // A process that escaped the group may hold the pipes open: read what is there, then stop waiting.
+  await settledWithin(
+    Promise.all(open.map((stream) => new Promise((resolve) => stream.once('close', resolve)))),
+    OUTPUT_DRAIN_MS,
+  );
+  for (const stream of open) stream.destroy();
 }
 
 /** The name of signal `number` (e.g. 9 → `SIGKILL`), or undefined when it is not a signal number. */
