@@ -1,19 +1,10 @@
 export { EXECUTE_CODE_TOOL_NAME, executeCodeInputSchema } from './codegen/execute-code-description.js';
 export type { GeneratedFunction, GeneratedPythonModule } from './codegen/python-module.js';
 export { generatePythonModule } from './codegen/python-module.js';
-export type {
-  Codecall,
-  CodecallOptions,
-  ExecuteCodeToolDefinition,
-  ExecuteOptions,
-  McpServerConfig,
-  SessionsOptions,
-} from './engine/codecall.js';
-export { createCodecall, DEFAULT_MODULE_NAME, DEFAULT_PYTHON } from './engine/codecall.js';
-export type { CodecallErrorCode } from './engine/errors.js';
-export { CodecallAbortError, CodecallError } from './engine/errors.js';
-export { formatResultForModel } from './engine/format-result.js';
-export type { Limits } from './engine/limits.js';
+export type { CodecallErrorCode } from './core/errors.js';
+export { CodecallAbortError, CodecallError } from './core/errors.js';
+export type { IsolationLevel, LimitReason, SandboxMode } from './core/isolation.js';
+export type { Limits } from './core/limits.js';
 export {
   DEFAULT_LIMITS,
   DEFAULT_MAX_CONCURRENT_TOOL_CALLS,
@@ -29,8 +20,18 @@ export {
   DEFAULT_TIMEOUT_MS,
   DEFAULT_TOOL_CALL_TIMEOUT_MS,
   resolveLimits,
-} from './engine/limits.js';
-export type { Artifact, ExecuteResult, ExecuteStatus, ScriptError, StdoutTruncation } from './engine/result.js';
+} from './core/limits.js';
+export type { Artifact, ExecuteResult, ExecuteStatus, ScriptError, StdoutTruncation } from './core/result.js';
+export type {
+  Codecall,
+  CodecallOptions,
+  ExecuteCodeToolDefinition,
+  ExecuteOptions,
+  McpServerConfig,
+  SessionsOptions,
+} from './engine/codecall.js';
+export { createCodecall, DEFAULT_MODULE_NAME, DEFAULT_PYTHON } from './engine/codecall.js';
+export { formatResultForModel } from './engine/format-result.js';
 export type { CellOptions, CodecallSession, SessionOptions } from './engine/session.js';
 export { CELL_INTERRUPT_GRACE_MS, DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS } from './engine/session.js';
 export { describeExecuteCode, executeCodeToolDefinition } from './engine/tool-definition.js';
@@ -43,7 +44,7 @@ export { BubblewrapRunner, createBubblewrapRunner } from './sandbox/bubblewrap-r
 export type { CgroupSupport } from './sandbox/cgroups.js';
 export type { PythonInterpreter } from './sandbox/interpreter.js';
 export { resolvePythonInterpreter } from './sandbox/interpreter.js';
-export type { IsolationLevel, LimitReason, SandboxMode, SandboxRunner } from './sandbox/runner.js';
+export type { SandboxRunner } from './sandbox/runner.js';
 export type { SeccompArchitecture } from './sandbox/seccomp.js';
 export { buildSeccompProgram } from './sandbox/seccomp.js';
 export type { SandboxRunnerOptions } from './sandbox/select-runner.js';

@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { CodecallError } from '../core/errors.js';
+import type { Limits } from '../core/limits.js';
 import { type CodecallOptions, createCodecall } from '../engine/codecall.js';
-import { CodecallError } from '../engine/errors.js';
 import { formatResultForModel } from '../engine/format-result.js';
-import type { Limits } from '../engine/limits.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
 import { runDoctor } from './doctor.js';
 
@@ -175,7 +175,7 @@ async function serveCommand(
   http: string | undefined,
   host: string | undefined,
 ): Promise<number> {
-  const { serveHttp, serveStdio } = await import('../mcp/index.js');
+  const { serveHttp, serveStdio } = await import('../mcp-server/index.js');
   const codecall = createCodecall(options);
   const shutdown = new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);

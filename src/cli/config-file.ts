@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
+import { CodecallError } from '../core/errors.js';
 import { CODECALL_OPTION_NAMES, type CodecallOptions } from '../engine/codecall.js';
-import { CodecallError } from '../engine/errors.js';
-import { parseMcpServers } from '../mcp/server-config.js';
+import { parseMcpServers } from '../mcp-client/server-config.js';
 
 /** Name of the configuration file looked for in the current directory. */
 export const CONFIG_FILE_NAME = 'codecall.json';

@@ -1,8 +1,8 @@
 import type { Writable } from 'node:stream';
+import { CodecallError } from '../core/errors.js';
+import type { Limits } from '../core/limits.js';
 import { type CodecallOptions, createCodecall, DEFAULT_PYTHON } from '../engine/codecall.js';
-import { CodecallError } from '../engine/errors.js';
 import { formatSeconds } from '../engine/failure-hints.js';
-import type { Limits } from '../engine/limits.js';
 import { describeSandboxProbe, probeSandbox } from '../sandbox/bubblewrap-probe.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
 

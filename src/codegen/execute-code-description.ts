@@ -1,4 +1,4 @@
-import type { Limits } from '../engine/limits.js';
+import type { Limits } from '../core/limits.js';
 import { shortenText } from './description-summary.js';
 import type { GeneratedFunction } from './python-module.js';
 

@@ -1,4 +1,4 @@
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 import type { ToolDescriptor, ToolModuleDescriptor } from '../tools/types.js';
 import { shortenText, summarizeDescription } from './description-summary.js';
 import {

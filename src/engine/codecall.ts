@@ -6,22 +6,23 @@ import {
   executeCodeInputSchema,
 } from '../codegen/execute-code-description.js';
 import { type GeneratedPythonModule, generatePythonModule } from '../codegen/python-module.js';
-import { type McpServerConfig, parseMcpServers } from '../mcp/server-config.js';
+import type { LimitReason, SandboxMode } from '../core/isolation.js';
+import { type McpServerConfig, parseMcpServers } from '../mcp-client/server-config.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
-import type { LimitReason, SandboxMode, SandboxRunner } from '../sandbox/runner.js';
+import type { SandboxRunner } from '../sandbox/runner.js';
 import { createSandboxRunner } from '../sandbox/select-runner.js';
 import { resolveBuiltinTools } from '../tools/builtin-tool-sets.js';
 import type { RegisteredTool, ToolSource, ToolSourceStatus } from '../tools/registered-tool.js';
 import { createToolRegistry, registerTool, type ToolRegistry } from '../tools/registry.js';
 import type { JsonSchema, Tool, ToolModuleDescriptor } from '../tools/types.js';
 
-export type { McpServerConfig } from '../mcp/server-config.js';
+export type { McpServerConfig } from '../mcp-client/server-config.js';
 
-import { CodecallError } from './errors.js';
+import { CodecallError } from '../core/errors.js';
+import { type Limits, resolveLimits } from '../core/limits.js';
+import type { ExecuteResult } from '../core/result.js';
 import { launchInterpreter } from './interpreter-launch.js';
-import { type Limits, resolveLimits } from './limits.js';
 import { materializeModule, readPythonFiles } from './module-cache.js';
-import type { ExecuteResult } from './result.js';
 import { createRunId, type RunEnvironment, runPooledScript, runScript } from './run-script.js';
 import {
   type CodecallSession,
@@ -242,7 +243,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
 
   const getSources = (): Promise<ToolSource[]> => {
     if (mcpServerNames.length === 0) return Promise.resolve([]);
-    sourcesPromise ??= import('../mcp/upstream-tool-source.js').then((module) =>
+    sourcesPromise ??= import('../mcp-client/upstream-tool-source.js').then((module) =>
       mcpServerNames.map((name) => module.createMcpToolSource(name, mcpServers[name] as McpServerConfig)),
     );
     return sourcesPromise;

@@ -2,15 +2,17 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import { CodecallAbortError } from '../core/errors.js';
+import type { LimitReason } from '../core/isolation.js';
+import type { Limits } from '../core/limits.js';
+import type { ExecuteResult } from '../core/result.js';
 import {
   DONE_NOTIFICATION,
   encodeNotification,
   RUN_NOTIFICATION,
   type ScriptExceptionReport,
 } from '../rpc/protocol.js';
-import type { LimitReason } from '../sandbox/runner.js';
 import { collectArtifacts } from './artifacts.js';
-import { CodecallAbortError } from './errors.js';
 import {
   createChannelServer,
   type LaunchedInterpreter,
@@ -19,10 +21,8 @@ import {
   type RunEnvironment,
   settledWithin,
 } from './interpreter-launch.js';
-import type { Limits } from './limits.js';
 import { OutputCapture } from './output-capture.js';
 import { OutputSplitter } from './output-splitter.js';
-import type { ExecuteResult } from './result.js';
 import { buildResult, type ProcessOutcome } from './run-result.js';
 
 export {

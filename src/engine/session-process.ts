@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import type { LimitReason } from '../core/isolation.js';
+import type { Limits } from '../core/limits.js';
 import {
   CELL_DONE_NOTIFICATION,
   CELL_NOTIFICATION,
@@ -6,14 +8,12 @@ import {
   type ScriptExceptionReport,
 } from '../rpc/protocol.js';
 import { exceptionReport, type ToolCallServer } from '../rpc/tool-call-server.js';
-import type { LimitReason } from '../sandbox/runner.js';
 import {
   createChannelServer,
   type LaunchedInterpreter,
   type ProcessExit,
   type RunEnvironment,
 } from './interpreter-launch.js';
-import type { Limits } from './limits.js';
 import { OutputCapture } from './output-capture.js';
 import { OutputSplitter } from './output-splitter.js';
 import type { ProcessOutcome } from './run-result.js';

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { CodecallAbortError, CodecallError } from '../core/errors.js';
+import { type Limits, resolveLimits } from '../core/limits.js';
+import type { ExecuteResult } from '../core/result.js';
 import { collectArtifacts } from './artifacts.js';
-import { CodecallAbortError, CodecallError } from './errors.js';
 import { launchInterpreter, type RunEnvironment } from './interpreter-launch.js';
-import { type Limits, resolveLimits } from './limits.js';
-import type { ExecuteResult } from './result.js';
 import { buildResult } from './run-result.js';
 import { createRunId } from './run-script.js';
 import { cellOutcome, type FinishedCell, SessionProcess } from './session-process.js';

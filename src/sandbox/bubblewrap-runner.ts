@@ -1,7 +1,7 @@
 import { closeSync, lchownSync, openSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Duplex } from 'node:stream';
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 import {
   etcArguments,
   groupContent,

@@ -11,7 +11,7 @@ import {
 } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
-import type { LimitReason } from './runner.js';
+import type { LimitReason } from '../core/isolation.js';
 
 /**
  * Per-run control groups: one cgroup per run (per controller on cgroup v1) caps the whole process tree of the run —

@@ -1,6 +1,6 @@
 import { delimiter } from 'node:path';
-import { CodecallError } from '../engine/errors.js';
-import type { Limits } from '../engine/limits.js';
+import { CodecallError } from '../core/errors.js';
+import type { Limits } from '../core/limits.js';
 
 /** The PATH scripts get: system directories only, never the host's PATH. */
 export const SCRIPT_PATH = '/usr/local/bin:/usr/bin:/bin';

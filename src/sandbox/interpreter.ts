@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 
 /** The real Python interpreter behind a command such as `python3` (a pyenv shim costs ~200 ms a start). */
 export interface PythonInterpreter {

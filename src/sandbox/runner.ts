@@ -1,15 +1,7 @@
 import type { Duplex } from 'node:stream';
-import type { Limits } from '../engine/limits.js';
+import type { IsolationLevel, LimitReason } from '../core/isolation.js';
+import type { Limits } from '../core/limits.js';
 import type { PythonInterpreter } from './interpreter.js';
-
-/** Isolation a run actually had. */
-export type IsolationLevel = 'none' | 'bubblewrap';
-
-/** Isolation asked for: `auto` uses bubblewrap when it is usable here, else `none`. */
-export type SandboxMode = 'auto' | IsolationLevel;
-
-/** Why a run was stopped by a limit, from the engine's own bookkeeping. */
-export type LimitReason = 'timeout' | 'cpu' | 'memory' | 'pids' | 'output' | 'tool_calls' | 'aborted';
 
 /** What the engine asks a runner to start: the interpreter with its arguments, in a private working directory. */
 export interface LaunchRequest {

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 
 /**
  * Files the bubblewrap sandbox is built from, generated at run time into one directory: the seccomp program, a

@@ -1,8 +1,9 @@
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
+import type { SandboxMode } from '../core/isolation.js';
 import { probeSandbox } from './bubblewrap-probe.js';
 import { type BubblewrapRunnerOptions, createBubblewrapRunner } from './bubblewrap-runner.js';
 import { createPlainRunner } from './plain-runner.js';
-import type { SandboxMode, SandboxRunner } from './runner.js';
+import type { SandboxRunner } from './runner.js';
 
 /** Options of {@link createSandboxRunner}: those of the bubblewrap runner (bwrap path, cgroups, extra paths). */
 export type SandboxRunnerOptions = BubblewrapRunnerOptions;

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 
 /**
  * bwrap resolves every bind source as the sandbox user, so when the host is root and the sandbox user is 65534, a

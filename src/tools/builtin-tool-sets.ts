@@ -1,4 +1,4 @@
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 import { createFileTools } from './builtin-files.js';
 import type { Tool } from './types.js';
 

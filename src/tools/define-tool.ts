@@ -1,4 +1,4 @@
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 import { isPlainObject, isStandardSchema } from './schema.js';
 import type { JsonSchema, StandardSchema, Tool, ToolContext } from './types.js';
 

@@ -1,4 +1,4 @@
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 import { checkToolDefinition } from './define-tool.js';
 import type { RegisteredTool } from './registered-tool.js';
 import { normaliseInputSchema, normaliseOutputSchema } from './schema.js';

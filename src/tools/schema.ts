@@ -1,4 +1,4 @@
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 import type { JsonSchema, StandardSchema } from './types.js';
 
 /** Deepest nesting a tool's JSON Schema may have; deeper schemas are refused as malformed. */

@@ -1,7 +1,7 @@
 import { realpathSync, statSync } from 'node:fs';
 import { lstat, mkdir, realpath } from 'node:fs/promises';
 import * as path from 'node:path';
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 
 /** The directory the built-in file tools are confined to. */
 export interface Workspace {

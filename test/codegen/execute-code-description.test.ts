@@ -6,7 +6,7 @@ import {
   executeCodeInputSchema,
 } from '../../src/codegen/execute-code-description.js';
 import { generatePythonModule } from '../../src/codegen/python-module.js';
-import { resolveLimits } from '../../src/engine/limits.js';
+import { resolveLimits } from '../../src/core/limits.js';
 
 const OVERVIEW =
   'Runs a Python 3 script and returns what it prints. Import the tools as functions from `tools` ' +

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { generatePythonModule } from '../../src/codegen/python-module.js';
-import { CodecallError } from '../../src/engine/errors.js';
+import { CodecallError } from '../../src/core/errors.js';
 import type { ToolDescriptor } from '../../src/tools/types.js';
 import { fileContent, functionSource } from './python-harness.js';
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { CodecallError } from '../../src/engine/errors.js';
+import { CodecallError } from '../../src/core/errors.js';
 import { formatResultForModel } from '../../src/engine/format-result.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import { processAlive, useCodecalls } from '../support/codecall-fixture.js';

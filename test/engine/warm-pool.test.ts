@@ -2,8 +2,8 @@ import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { CodecallError } from '../../src/core/errors.js';
 import { createCodecall } from '../../src/engine/codecall.js';
-import { CodecallError } from '../../src/engine/errors.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
 import { add, sleep } from '../support/sample-tools.js';
 

@@ -2,7 +2,7 @@ import { constants, openSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { McpStdioServerConfig } from '../../src/mcp/server-config.js';
+import type { McpStdioServerConfig } from '../../src/mcp-client/server-config.js';
 import type { ToolContext } from '../../src/tools/types.js';
 
 const require = createRequire(import.meta.url);

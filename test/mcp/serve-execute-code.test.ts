@@ -8,8 +8,8 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ExecuteResult } from '../../src/engine/result.js';
-import { serveHttp } from '../../src/mcp/streamable-http-server.js';
+import type { ExecuteResult } from '../../src/core/result.js';
+import { serveHttp } from '../../src/mcp-server/streamable-http-server.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
 import { CLI_PATH, filesystemServer, TINY_PNG_BASE64 } from './mcp-test-servers.js';
 

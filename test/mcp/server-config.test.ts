@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CodecallError } from '../../src/engine/errors.js';
-import { isHttpServerConfig, parseMcpServerConfig, parseMcpServers } from '../../src/mcp/server-config.js';
+import { CodecallError } from '../../src/core/errors.js';
+import { isHttpServerConfig, parseMcpServerConfig, parseMcpServers } from '../../src/mcp-client/server-config.js';
 
 function configError(action: () => unknown): CodecallError {
   try {

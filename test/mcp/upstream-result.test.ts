@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
-import { convertUpstreamResult, errorTextOf } from '../../src/mcp/upstream-result.js';
+import { convertUpstreamResult, errorTextOf } from '../../src/mcp-client/upstream-result.js';
 import { TINY_PNG_BASE64 } from './mcp-test-servers.js';
 
 const directory = mkdtempSync(join(tmpdir(), 'codecall-mcp-result-'));

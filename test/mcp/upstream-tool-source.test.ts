@@ -3,8 +3,8 @@ import { closeSync, constants, mkdirSync, mkdtempSync, openSync, readFileSync, r
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CodecallError } from '../../src/engine/errors.js';
-import { createMcpToolSource } from '../../src/mcp/upstream-tool-source.js';
+import { CodecallError } from '../../src/core/errors.js';
+import { createMcpToolSource } from '../../src/mcp-client/upstream-tool-source.js';
 import type { RegisteredTool, ToolSource } from '../../src/tools/registered-tool.js';
 import {
   FIXTURE_SERVER_PATH,

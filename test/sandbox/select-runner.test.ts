@@ -2,7 +2,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CodecallError } from '../../src/engine/errors.js';
+import { CodecallError } from '../../src/core/errors.js';
 import { describeSandboxProbe, probeSandbox } from '../../src/sandbox/bubblewrap-probe.js';
 import { createSandboxRunner } from '../../src/sandbox/select-runner.js';
 import { bubblewrapUsable, cgroupsActive, sandboxProbe } from './support/sandbox-fixture.js';

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { CodecallError } from '../../src/engine/errors.js';
+import { CodecallError } from '../../src/core/errors.js';
 
 /** Runs `run`, which must throw a CodecallError, and returns that error for closer checks. */
 export function captureError(run: () => unknown): CodecallError {

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CodecallError } from '../../src/engine/errors.js';
+import { CodecallError } from '../../src/core/errors.js';
 import {
   createFileTools,
   MAX_LIST_ENTRIES,

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { CodecallError } from '../../src/engine/errors.js';
+import { CodecallError } from '../../src/core/errors.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import type { RegisteredTool } from '../../src/tools/registered-tool.js';
 import { createToolRegistry, registerTool } from '../../src/tools/registry.js';

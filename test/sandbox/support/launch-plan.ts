@@ -3,12 +3,13 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
+import type { LimitReason } from '../../../src/core/isolation.js';
+import { type Limits, resolveLimits } from '../../../src/core/limits.js';
 import { RUNTIME_DIR } from '../../../src/engine/codecall.js';
-import { type Limits, resolveLimits } from '../../../src/engine/limits.js';
 import { BOOT_COMMAND } from '../../../src/engine/run-script.js';
 import { buildScriptEnvironment } from '../../../src/sandbox/environment.js';
 import { resolvePythonInterpreter } from '../../../src/sandbox/interpreter.js';
-import type { LimitReason, SandboxRunner } from '../../../src/sandbox/runner.js';
+import type { SandboxRunner } from '../../../src/sandbox/runner.js';
 
 /** What a run launched by {@link launchWithRunner} did. */
 export interface LaunchOutcome {

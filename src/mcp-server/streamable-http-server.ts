@@ -5,7 +5,7 @@ import { isIP } from 'node:net';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 import type { ExecuteCodeHost } from './execute-code-server.js';
 import { createExecuteCodeServer } from './execute-code-server.js';
 

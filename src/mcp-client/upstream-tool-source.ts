@@ -4,7 +4,8 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontex
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { CallToolResult, Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
+import { CODECALL_VERSION } from '../core/package-version.js';
 import type {
   ArgumentCheck,
   RegisteredTool,
@@ -17,7 +18,6 @@ import { normaliseInputSchema, normaliseOutputSchema } from '../tools/schema.js'
 import type { ToolContext, ToolDescriptor } from '../tools/types.js';
 import type { ArgumentValidator } from '../tools/validation.js';
 import { checkArgumentShape, createArgumentValidator } from '../tools/validation.js';
-import { CODECALL_VERSION } from './package-version.js';
 import type { McpServerConfig } from './server-config.js';
 import { isHttpServerConfig, parseMcpServerConfig } from './server-config.js';
 import { convertUpstreamResult, errorTextOf } from './upstream-result.js';

@@ -1,5 +1,5 @@
 import { isAbsolute, resolve } from 'node:path';
-import { CodecallError } from '../engine/errors.js';
+import { CodecallError } from '../core/errors.js';
 
 /**
  * An upstream MCP server started as a child process that speaks MCP on its stdin/stdout, written the way MCP

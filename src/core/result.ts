@@ -1,4 +1,4 @@
-import type { IsolationLevel, LimitReason } from '../sandbox/runner.js';
+import type { IsolationLevel, LimitReason } from './isolation.js';
 
 /** How a run ended. */
 export type ExecuteStatus = 'success' | 'error' | 'timeout' | 'aborted' | 'limit';

@@ -3,6 +3,23 @@
  * codecall serves `execute_code` to MCP clients over stdio or Streamable HTTP. Loaded only by those who use MCP, so
  * the root entry never pulls in the MCP SDK.
  */
+
+export type {
+  McpHttpServerConfig,
+  McpServerConfig,
+  McpStdioServerConfig,
+  ParseMcpServersOptions,
+} from '../mcp-client/server-config.js';
+export { isHttpServerConfig, parseMcpServerConfig, parseMcpServers } from '../mcp-client/server-config.js';
+export type { SavedContentFile } from '../mcp-client/upstream-result.js';
+export {
+  createMcpToolSource,
+  MCP_CALL_TIMEOUT_MS,
+  MCP_CONNECT_TIMEOUT_MS,
+  MCP_FAILED_START_RETRY_DELAY_MS,
+  MCP_MAX_TOOL_LIST_PAGES,
+  MCP_STDERR_TAIL_CHARACTERS,
+} from '../mcp-client/upstream-tool-source.js';
 export type { ExecuteCodeHost, ServeStdioOptions, StdioExecuteCodeServer } from './execute-code-server.js';
 export {
   createExecuteCodeServer,
@@ -11,13 +28,6 @@ export {
   serveStdio,
   toCallToolResult,
 } from './execute-code-server.js';
-export type {
-  McpHttpServerConfig,
-  McpServerConfig,
-  McpStdioServerConfig,
-  ParseMcpServersOptions,
-} from './server-config.js';
-export { isHttpServerConfig, parseMcpServerConfig, parseMcpServers } from './server-config.js';
 export type { HttpExecuteCodeServer, ServeHttpOptions } from './streamable-http-server.js';
 export {
   DEFAULT_HTTP_HOST,
@@ -27,12 +37,3 @@ export {
   MCP_HTTP_PATH,
   serveHttp,
 } from './streamable-http-server.js';
-export type { SavedContentFile } from './upstream-result.js';
-export {
-  createMcpToolSource,
-  MCP_CALL_TIMEOUT_MS,
-  MCP_CONNECT_TIMEOUT_MS,
-  MCP_FAILED_START_RETRY_DELAY_MS,
-  MCP_MAX_TOOL_LIST_PAGES,
-  MCP_STDERR_TAIL_CHARACTERS,
-} from './upstream-tool-source.js';

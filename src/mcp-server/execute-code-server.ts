@@ -4,11 +4,11 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { CallToolResult, ImageContent, Tool as McpTool, TextContent } from '@modelcontextprotocol/sdk/types.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { CODECALL_VERSION } from '../core/package-version.js';
+import type { Artifact, ExecuteResult } from '../core/result.js';
 import type { Codecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/format-result.js';
-import type { Artifact, ExecuteResult } from '../engine/result.js';
 import type { CodecallSession } from '../engine/session.js';
-import { CODECALL_VERSION } from './package-version.js';
 
 /** Images returned as MCP image content per call at most; further images stay listed in `structuredContent`. */
 export const MAX_IMAGE_CONTENTS = 10;
