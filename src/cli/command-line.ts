@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { CodecallError } from '../core/errors.js';
 import type { Limits } from '../core/limits.js';
@@ -34,12 +35,22 @@ options:
   -h, --help            show this help
 `;
 
+/** The streams the command line reads and writes: the process's own in the `codecall` binary, any in tests. */
+export interface CommandLineStreams {
+  /** Where `run -` reads the script from, and `serve` its MCP messages. */
+  readonly stdin: Readable;
+  /** Where results, `stubs`, `doctor` and `serve`'s MCP messages go. */
+  readonly stdout: Writable;
+  /** Where errors and notices go. */
+  readonly stderr: Writable;
+}
+
 class UsageError extends Error {}
 
-async function readScript(path: string): Promise<string> {
+async function readScript(path: string, stdin: Readable): Promise<string> {
   if (path === '-') {
     const chunks: Buffer[] = [];
-    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
     return Buffer.concat(chunks).toString('utf8');
   }
   try {
@@ -68,19 +79,37 @@ function parsePort(text: string): number {
   return port;
 }
 
-/** Runs the command line; resolves with the exit status. */
-export async function main(argv: readonly string[]): Promise<number> {
+/**
+ * Runs the command line with the given streams (the process's own by default); resolves with the exit status and
+ * never rejects: an unexpected failure is reported on `stderr` as an internal error with status
+ * {@link EXIT_SCRIPT_FAILED}.
+ */
+export async function main(
+  argv: readonly string[],
+  streams: CommandLineStreams = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr },
+): Promise<number> {
+  try {
+    return await runCommandLine(argv, streams);
+  } catch (error) {
+    streams.stderr.write(
+      `codecall: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    return EXIT_SCRIPT_FAILED;
+  }
+}
+
+async function runCommandLine(argv: readonly string[], streams: CommandLineStreams): Promise<number> {
   let parsed: ReturnType<typeof parseCommandLine>;
   try {
     parsed = parseCommandLine(argv);
   } catch (error) {
-    process.stderr.write(`codecall: ${(error as Error).message}\n${USAGE}`);
+    streams.stderr.write(`codecall: ${(error as Error).message}\n${USAGE}`);
     return EXIT_BAD_CONFIGURATION;
   }
   const { values, positionals } = parsed;
   const command = positionals[0];
   if (values.help || command === undefined || command === 'help') {
-    process.stdout.write(USAGE);
+    streams.stdout.write(USAGE);
     return command === undefined && !values.help ? EXIT_BAD_CONFIGURATION : EXIT_SUCCESS;
   }
   try {
@@ -94,19 +123,23 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     switch (command) {
       case 'run':
-        return await runCommand(options as CodecallOptions, positionals[1], values.json === true, positionals.length);
+        return await runCommand(options as CodecallOptions, streams, {
+          scriptPath: positionals[1],
+          json: values.json === true,
+          positionalCount: positionals.length,
+        });
       case 'stubs':
-        return await stubsCommand(options as CodecallOptions);
+        return await stubsCommand(options as CodecallOptions, streams);
       case 'doctor':
-        return await runDoctor(options as CodecallOptions, process.stdout);
+        return await runDoctor(options as CodecallOptions, streams.stdout);
       case 'serve':
-        return await serveCommand(options as CodecallOptions, values.http, values.host);
+        return await serveCommand(options as CodecallOptions, streams, { http: values.http, host: values.host });
       default:
         throw new UsageError(`unknown command "${command}"`);
     }
   } catch (error) {
     if (error instanceof UsageError || error instanceof CodecallError) {
-      process.stderr.write(`codecall: ${error.message}\n`);
+      streams.stderr.write(`codecall: ${error.message}\n`);
       return EXIT_BAD_CONFIGURATION;
     }
     throw error;
@@ -134,21 +167,21 @@ function parseCommandLine(argv: readonly string[]) {
 
 async function runCommand(
   options: CodecallOptions,
-  scriptPath: string | undefined,
-  json: boolean,
-  positionalCount: number,
+  streams: CommandLineStreams,
+  run: { readonly scriptPath: string | undefined; readonly json: boolean; readonly positionalCount: number },
 ): Promise<number> {
-  if (scriptPath === undefined || positionalCount > 2) {
+  const { scriptPath, json } = run;
+  if (scriptPath === undefined || run.positionalCount > 2) {
     throw new UsageError('run takes one script path, or - to read the script from standard input');
   }
-  const code = await readScript(scriptPath);
+  const code = await readScript(scriptPath, streams.stdin);
   const codecall = createCodecall(options);
   const stopOnSignal = () => void codecall.close();
   process.once('SIGINT', stopOnSignal);
   process.once('SIGTERM', stopOnSignal);
   try {
     const result = await codecall.execute(code);
-    process.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : formatResultForModel(result));
+    streams.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : formatResultForModel(result));
     return result.status === 'success' ? EXIT_SUCCESS : EXIT_SCRIPT_FAILED;
   } finally {
     process.off('SIGINT', stopOnSignal);
@@ -157,12 +190,12 @@ async function runCommand(
   }
 }
 
-async function stubsCommand(options: CodecallOptions): Promise<number> {
+async function stubsCommand(options: CodecallOptions, streams: CommandLineStreams): Promise<number> {
   const codecall = createCodecall(options);
   try {
     const generated = await codecall.generateModule();
     for (const file of generated.files) {
-      process.stdout.write(`# ===== ${file.path} =====\n${file.content}\n`);
+      streams.stdout.write(`# ===== ${file.path} =====\n${file.content}\n`);
     }
     return EXIT_SUCCESS;
   } finally {
@@ -172,24 +205,31 @@ async function stubsCommand(options: CodecallOptions): Promise<number> {
 
 async function serveCommand(
   options: CodecallOptions,
-  http: string | undefined,
-  host: string | undefined,
+  streams: CommandLineStreams,
+  serve: { readonly http: string | undefined; readonly host: string | undefined },
 ): Promise<number> {
   const { serveHttp, serveStdio } = await import('../mcp-server/index.js');
   const codecall = createCodecall(options);
+  let stopServing = (): void => {};
   const shutdown = new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
+    stopServing = resolve;
   });
-  if (http !== undefined) {
-    const server = await serveHttp(codecall, { port: parsePort(http), host: host ?? '127.0.0.1' });
-    process.stderr.write(`codecall: serving execute_code over Streamable HTTP at ${server.url}\n`);
-    await shutdown;
-    await server.close();
-  } else {
-    const server = await serveStdio(codecall);
-    await Promise.race([shutdown, server.closed]);
+  process.once('SIGINT', stopServing);
+  process.once('SIGTERM', stopServing);
+  try {
+    if (serve.http !== undefined) {
+      const server = await serveHttp(codecall, { port: parsePort(serve.http), host: serve.host ?? '127.0.0.1' });
+      streams.stderr.write(`codecall: serving execute_code over Streamable HTTP at ${server.url}\n`);
+      await shutdown;
+      await server.close();
+    } else {
+      const server = await serveStdio(codecall, { input: streams.stdin, output: streams.stdout });
+      await Promise.race([shutdown, server.closed]);
+    }
+    await codecall.close();
+    return EXIT_SUCCESS;
+  } finally {
+    process.off('SIGINT', stopServing);
+    process.off('SIGTERM', stopServing);
   }
-  await codecall.close();
-  return EXIT_SUCCESS;
 }

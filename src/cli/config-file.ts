@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { checkKnownKeys } from '../core/option-checks.js';
 import { CODECALL_OPTION_NAMES, type CodecallOptions } from '../engine/codecall.js';
 import { parseMcpServers } from '../mcp-client/server-config.js';
 
@@ -39,15 +40,7 @@ export async function loadConfigFile(path: string | undefined): Promise<Codecall
     throw new CodecallError('INVALID_CONFIG', `${file} must hold a JSON object`, { file });
   }
   const config = parsed as Record<string, unknown>;
-  for (const key of Object.keys(config)) {
-    if (!CONFIG_KEYS.has(key)) {
-      throw new CodecallError(
-        'INVALID_CONFIG',
-        `${file}: unknown key "${key}"; known keys: ${[...CONFIG_KEYS].join(', ')}`,
-        { file, key },
-      );
-    }
-  }
+  checkKnownKeys(config, file, CONFIG_KEYS, { file });
   const base = dirname(file);
   for (const key of ['workspace', 'stateDir'] as const) {
     const value = config[key];

@@ -1,4 +1,5 @@
 import { CodecallError } from './errors.js';
+import { unknownKeyError } from './option-checks.js';
 
 /** Wall-clock limit of one run. */
 export const DEFAULT_TIMEOUT_MS = 300_000;
@@ -101,13 +102,7 @@ export function resolveLimits(overrides: Partial<Limits> | undefined, base?: Lim
     }
     for (const [key, value] of Object.entries(overrides)) {
       if (value === undefined) continue;
-      if (!(key in LIMIT_MINIMUMS)) {
-        throw new CodecallError(
-          'INVALID_CONFIG',
-          `unknown limit "${key}"; known limits: ${Object.keys(LIMIT_MINIMUMS).join(', ')}`,
-          { key },
-        );
-      }
+      if (!Object.hasOwn(LIMIT_MINIMUMS, key)) throw unknownKeyError(key, 'limits', Object.keys(LIMIT_MINIMUMS));
       const minimum = LIMIT_MINIMUMS[key as keyof Limits];
       if (typeof value !== 'number' || !Number.isInteger(value) || value < minimum) {
         throw new CodecallError(

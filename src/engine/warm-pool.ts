@@ -1,5 +1,6 @@
 import { CodecallError } from '../core/errors.js';
 import type { Limits } from '../core/limits.js';
+import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
 import { READY_NOTIFICATION } from '../rpc/protocol.js';
 import type { LaunchedInterpreter, RunEnvironment } from './interpreter-launch.js';
 
@@ -27,6 +28,8 @@ export interface PoolOptions {
   readonly size?: number;
 }
 
+const POOL_OPTION_KEYS = knownKeys<keyof PoolOptions>({ size: true });
+
 /**
  * Checks the `pool` option.
  * @throws CodecallError `INVALID_CONFIG` naming the bad value.
@@ -38,11 +41,7 @@ export function resolvePoolSize(pool: unknown): number {
       pool,
     });
   }
-  for (const key of Object.keys(pool)) {
-    if (key !== 'size') {
-      throw new CodecallError('INVALID_CONFIG', `unknown pool option "${key}"; known options: size`, { key });
-    }
-  }
+  checkKnownKeys(pool, 'pool', POOL_OPTION_KEYS);
   const size = (pool as PoolOptions).size ?? 0;
   if (typeof size !== 'number' || !Number.isInteger(size) || size < 0 || size > MAX_POOL_SIZE) {
     throw new CodecallError(

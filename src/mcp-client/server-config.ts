@@ -1,5 +1,6 @@
 import { isAbsolute, resolve } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
 
 /**
  * An upstream MCP server started as a child process that speaks MCP on its stdin/stdout, written the way MCP
@@ -46,8 +47,15 @@ export interface ParseMcpServersOptions {
 
 /** Longest excerpt of a bad value quoted in an error message. */
 const DESCRIBED_VALUE_MAX_CHARACTERS = 80;
-const STDIO_KEYS: ReadonlySet<string> = new Set(['type', 'command', 'args', 'env', 'cwd', 'disabled']);
-const HTTP_KEYS: ReadonlySet<string> = new Set(['type', 'url', 'headers', 'disabled']);
+const STDIO_KEYS = knownKeys<keyof McpStdioServerConfig>({
+  type: true,
+  command: true,
+  args: true,
+  env: true,
+  cwd: true,
+  disabled: true,
+});
+const HTTP_KEYS = knownKeys<keyof McpHttpServerConfig>({ type: true, url: true, headers: true, disabled: true });
 const HTTP_TYPES: ReadonlySet<string> = new Set(['http', 'streamable-http']);
 
 /** Whether a (valid) server entry is reached over HTTP rather than started as a child process. */
@@ -108,7 +116,7 @@ function parseStdioConfig(
   value: Record<string, unknown>,
   options: ParseMcpServersOptions,
 ): McpStdioServerConfig {
-  checkKnownKeys(name, value, STDIO_KEYS, 'a stdio server');
+  checkKnownKeys(value, `mcpServers.${name} (a stdio server)`, STDIO_KEYS, { server: name });
   if (value.type !== undefined && value.type !== 'stdio') {
     throw invalid(
       name,
@@ -146,7 +154,7 @@ function parseStdioConfig(
 }
 
 function parseHttpConfig(name: string, value: Record<string, unknown>): McpHttpServerConfig {
-  checkKnownKeys(name, value, HTTP_KEYS, 'an HTTP server');
+  checkKnownKeys(value, `mcpServers.${name} (an HTTP server)`, HTTP_KEYS, { server: name });
   if (value.type === 'sse') throw unsupportedSse(name);
   if (value.type !== undefined && (typeof value.type !== 'string' || !HTTP_TYPES.has(value.type))) {
     throw invalid(
@@ -180,14 +188,6 @@ function checkServerName(name: string): void {
       server: name,
       key: 'mcpServers',
     });
-  }
-}
-
-function checkKnownKeys(name: string, value: Record<string, unknown>, known: ReadonlySet<string>, kind: string): void {
-  for (const key of Object.keys(value)) {
-    if (!known.has(key)) {
-      throw invalid(name, key, `is not a known key for ${kind}; known keys: ${[...known].join(', ')}`, value[key]);
-    }
   }
 }
 

@@ -63,13 +63,46 @@ export function buildScriptEnvironment(options: ScriptEnvironmentOptions): Recor
       'core=0',
     ].join(','),
   };
+  const variables = checkScriptVariables({ extra: options.extra, passthrough: options.passthrough });
   const host = options.hostEnvironment ?? process.env;
-  for (const name of options.passthrough ?? DEFAULT_PASSTHROUGH_VARIABLES) {
-    checkVariableName(name, 'envPassthrough');
+  for (const name of variables.passthrough ?? DEFAULT_PASSTHROUGH_VARIABLES) {
     const value = host[name];
     if (value !== undefined) environment[name] = value;
   }
-  for (const [name, value] of Object.entries(options.extra ?? {})) {
+  Object.assign(environment, variables.extra);
+  return environment;
+}
+
+/** The script variables of a configuration (`env`, `envPassthrough`), checked and copied. */
+export interface ScriptVariables {
+  /** Variables set explicitly (`env`). */
+  readonly extra: Readonly<Record<string, string>> | undefined;
+  /** Names of host variables to copy (`envPassthrough`); undefined means {@link DEFAULT_PASSTHROUGH_VARIABLES}. */
+  readonly passthrough: readonly string[] | undefined;
+}
+
+/**
+ * Checks `env` (an object of strings) and `envPassthrough` (an array of names): every name must be a valid variable
+ * name and none may be one codecall controls (`LD_*`, `PYTHON*`, `CODECALL_*`). Returns frozen copies, so a caller
+ * that checks once at configuration time keeps what it checked. `null` counts as not given.
+ * @throws CodecallError `INVALID_CONFIG` naming the option and the bad name or value.
+ */
+export function checkScriptVariables(options: {
+  readonly extra?: unknown;
+  readonly passthrough?: unknown;
+}): ScriptVariables {
+  return { extra: checkExtraVariables(options.extra), passthrough: checkPassthroughNames(options.passthrough) };
+}
+
+function checkExtraVariables(extra: unknown): Readonly<Record<string, string>> | undefined {
+  if (extra === undefined || extra === null) return undefined;
+  if (typeof extra !== 'object' || Array.isArray(extra)) {
+    throw new CodecallError('INVALID_CONFIG', `env must be an object of strings, got ${JSON.stringify(extra)}`, {
+      value: extra,
+    });
+  }
+  const checked: Record<string, string> = {};
+  for (const [name, value] of Object.entries(extra)) {
     checkVariableName(name, 'env');
     if (typeof value !== 'string') {
       throw new CodecallError('INVALID_CONFIG', `env.${name} must be a string, got ${JSON.stringify(value)}`, {
@@ -77,14 +110,31 @@ export function buildScriptEnvironment(options: ScriptEnvironmentOptions): Recor
         value,
       });
     }
-    environment[name] = value;
+    checked[name] = value;
   }
-  return environment;
+  return Object.freeze(checked);
 }
 
-function checkVariableName(name: string, key: string): void {
-  if (!VARIABLE_NAME.test(name)) {
-    throw new CodecallError('INVALID_CONFIG', `${key}: "${name}" is not a valid environment variable name`, { name });
+function checkPassthroughNames(passthrough: unknown): readonly string[] | undefined {
+  if (passthrough === undefined || passthrough === null) return undefined;
+  if (!Array.isArray(passthrough)) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `envPassthrough must be an array of variable names, got ${JSON.stringify(passthrough)}`,
+      { value: passthrough },
+    );
+  }
+  for (const name of passthrough) checkVariableName(name, 'envPassthrough');
+  return Object.freeze([...(passthrough as string[])]);
+}
+
+function checkVariableName(name: unknown, key: string): asserts name is string {
+  if (typeof name !== 'string' || !VARIABLE_NAME.test(name)) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `${key}: ${JSON.stringify(name)} is not a valid environment variable name`,
+      { name },
+    );
   }
   if (FORBIDDEN_VARIABLE.test(name)) {
     throw new CodecallError(

@@ -142,7 +142,9 @@ describe('bad configuration exits 2 with one clear line', () => {
     writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ workspace: '.', colour: 'blue' }));
     const result = await codecall(['run', '-'], { cwd: folder, input: 'print(1)' });
     expect(result.status).toBe(2);
-    expect(result.stderr).toMatch(/^codecall: .*codecall\.json: unknown key "colour"; known keys: /);
+    expect(result.stderr).toMatch(
+      /^codecall: unknown key "colour" in .*codecall\.json; known keys: builtinTools, workspace, /,
+    );
     expect(result.stderr.trim().split('\n')).toHaveLength(1);
   });
 });

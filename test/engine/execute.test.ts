@@ -3,9 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { CodecallError } from '../../src/core/errors.js';
+import type { CodecallOptions } from '../../src/engine/codecall.js';
 import { formatResultForModel } from '../../src/engine/format-result.js';
 import { defineTool } from '../../src/tools/define-tool.js';
+import { captureError } from '../support/capture-error.js';
 import { processAlive, useCodecalls } from '../support/codecall-fixture.js';
 import { add, sleep, slow } from '../support/sample-tools.js';
 
@@ -366,8 +367,47 @@ describe('limits and cleanup', () => {
     }
   });
 
-  it('passes configured variables and refuses forbidden ones', () => {
-    expect(() => codecallWith({ env: { LD_PRELOAD: '/x.so' } }).execute('pass')).rejects.toThrow(/LD_PRELOAD/);
+  it('passes configured variables, as they were when the codecall was created', async () => {
+    process.env.PASSTHROUGH_TEST_A = 'passed';
+    process.env.PASSTHROUGH_TEST_B = 'added later';
+    try {
+      const env: Record<string, string> = { GREETING: 'hello' };
+      const envPassthrough = ['PASSTHROUGH_TEST_A'];
+      const codecall = codecallWith({ env, envPassthrough });
+      env.GREETING = 'changed';
+      env.LD_PRELOAD = '/x.so';
+      envPassthrough.push('PASSTHROUGH_TEST_B');
+      const result = await codecall.execute(
+        'import os\nprint([os.environ.get(name) for name in ("GREETING", "LD_PRELOAD", "PASSTHROUGH_TEST_A", "PASSTHROUGH_TEST_B")])',
+      );
+      expect(result.stdout).toBe("['hello', None, 'passed', None]\n");
+    } finally {
+      delete process.env.PASSTHROUGH_TEST_A;
+      delete process.env.PASSTHROUGH_TEST_B;
+    }
+  });
+
+  it('refuses a bad env, envPassthrough, network or stateDir when the codecall is created', () => {
+    const cases: [CodecallOptions, RegExp][] = [
+      [{ env: { LD_PRELOAD: '/x.so' } }, /^env: "LD_PRELOAD" cannot be set for scripts/],
+      [{ env: { PYTHONPATH: '/x' } }, /^env: "PYTHONPATH" cannot be set for scripts/],
+      [{ env: { CODECALL_CHANNEL_FD: '4' } }, /^env: "CODECALL_CHANNEL_FD" cannot be set for scripts/],
+      [{ env: { COUNT: 1 as never } }, /^env\.COUNT must be a string, got 1$/],
+      [{ env: { 'A=B': 'x' } }, /^env: "A=B" is not a valid environment variable name$/],
+      [{ env: { 'A\u0000B': 'x' } }, /^env: "A\\u0000B" is not a valid environment variable name$/],
+      [{ env: 'A=1' as never }, /^env must be an object of strings, got "A=1"$/],
+      [{ envPassthrough: 'TZ' as never }, /^envPassthrough must be an array of variable names, got "TZ"$/],
+      [{ envPassthrough: ['LD_LIBRARY_PATH'] }, /^envPassthrough: "LD_LIBRARY_PATH" cannot be set for scripts/],
+      [{ envPassthrough: [3 as never] }, /^envPassthrough: 3 is not a valid environment variable name$/],
+      [{ network: 'yes' as never }, /^network must be true or false, got "yes"$/],
+      [{ stateDir: 3 as never }, /^stateDir must be a path, got 3$/],
+      [{ stateDir: '' }, /^stateDir must be a path, got ""$/],
+    ];
+    for (const [options, message] of cases) {
+      const error = captureError(() => codecallWith(options));
+      expect(error.code).toBe('INVALID_CONFIG');
+      expect(error.message).toMatch(message);
+    }
   });
 
   it('runs each script in a fresh private directory that is removed afterwards, without following links', async () => {
@@ -574,11 +614,25 @@ describe('failure hints', () => {
 
 describe('configuration errors are thrown', () => {
   it('rejects unknown options and bad limits', () => {
-    expect(() => codecallWith({ colour: 'blue' } as never)).toThrow(CodecallError);
+    const unknown = captureError(() => codecallWith({ colour: 'blue' } as never));
+    expect(unknown.message).toBe(
+      'unknown key "colour" in createCodecall options; known keys: tools, builtinTools, workspace, moduleName, ' +
+        'python, sandbox, limits, mcpServers, env, envPassthrough, network, stateDir, pool, sessions',
+    );
+    expect(unknown.details).toMatchObject({ key: 'colour', where: 'createCodecall options' });
     expect(() => codecallWith({ limits: { timeoutMs: -1 } })).toThrow(
       /limits.timeoutMs must be an integer >= 1, got -1/,
     );
-    expect(() => codecallWith({ limits: { speed: 3 } as never })).toThrow(/unknown limit "speed"/);
+    expect(() => codecallWith({ limits: { speed: 3 } as never })).toThrow(
+      /^unknown key "speed" in limits; known keys: timeoutMs, maxToolCalls, /,
+    );
+    expect(() => codecallWith({ limits: { constructor: 3 } as never })).toThrow(/^unknown key "constructor" in limits/);
+    expect(() => codecallWith({ pool: { size: 1, warm: true } as never })).toThrow(
+      /^unknown key "warm" in pool; known keys: size$/,
+    );
+    expect(() => codecallWith({ sessions: { max: 2 } as never })).toThrow(
+      /^unknown key "max" in sessions; known keys: maxLive, idleTimeoutMs$/,
+    );
     expect(() => codecallWith({ sandbox: 'docker' as never })).toThrow(/sandbox must be one of/);
   });
 

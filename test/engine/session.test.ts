@@ -275,7 +275,9 @@ describe('session lifecycle', () => {
   it('checks session options', () => {
     const codecall = codecallWith();
     expect(() => codecall.session({ idleTimeoutMs: 0 })).toThrow(/idleTimeoutMs/);
-    expect(() => codecall.session({ bogus: 1 } as never)).toThrow(/unknown session option/);
+    expect(() => codecall.session({ bogus: 1 } as never)).toThrow(
+      /^unknown key "bogus" in session options; known keys: limits, idleTimeoutMs$/,
+    );
     expect(() => codecall.session({ limits: { timeoutMs: -1 } })).toThrow(CodecallError);
     expect(() => codecallWith({ sessions: { maxLive: 0 } })).toThrow(/maxLive/);
   });

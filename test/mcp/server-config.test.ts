@@ -43,7 +43,6 @@ describe('parseMcpServers', () => {
 
   it('names the server and the key of every mistake', () => {
     const cases: [unknown, RegExp, string | undefined][] = [
-      [{ command: 'x', argz: [] }, /mcpServers\.s\.argz is not a known key for a stdio server/, 'argz'],
       [{ command: '' }, /mcpServers\.s\.command must be a non-empty string/, 'command'],
       [{ command: 'x', args: 'a b' }, /mcpServers\.s\.args must be an array of strings, got string "a b"/, 'args'],
       [{ command: 'x', args: [1] }, /mcpServers\.s\.args must be an array of strings/, 'args'],
@@ -57,7 +56,6 @@ describe('parseMcpServers', () => {
         /mcpServers\.s\.headers must be an object of strings/,
         'headers',
       ],
-      [{ url: 'https://example.com', env: {} }, /mcpServers\.s\.env is not a known key for an HTTP server/, 'env'],
       [{ url: 'https://example.com', type: 'sse' }, /deprecated SSE transport/, 'type'],
       [{ command: 'x', url: 'https://example.com' }, /has both "command" \(stdio\) and "url"/, 'url'],
       [{}, /needs "command" \(a stdio server\) or "url"/, undefined],
@@ -70,6 +68,19 @@ describe('parseMcpServers', () => {
       expect(error.details.server).toBe('s');
       expect(error.details.key).toBe(key);
     }
+  });
+
+  it('names an unknown key of a server entry in the wording of every unknown key', () => {
+    const stdio = configError(() => parseMcpServerConfig('s', { command: 'x', argz: [] }));
+    expect(stdio.message).toBe(
+      'unknown key "argz" in mcpServers.s (a stdio server); known keys: type, command, args, env, cwd, disabled',
+    );
+    expect(stdio.details).toMatchObject({ server: 's', key: 'argz' });
+    const http = configError(() => parseMcpServerConfig('s', { url: 'https://example.com', env: {} }));
+    expect(http.message).toBe(
+      'unknown key "env" in mcpServers.s (an HTTP server); known keys: type, url, headers, disabled',
+    );
+    expect(http.details).toMatchObject({ server: 's', key: 'env' });
   });
 
   it('refuses a map that is not an object and server names that cannot be module names', () => {

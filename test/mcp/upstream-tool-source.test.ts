@@ -194,7 +194,7 @@ describe('a server that fails to start', () => {
 
   it('rejects an invalid configuration synchronously, naming the server and the key', () => {
     expect(() => createMcpToolSource('bad', { command: 'node', argz: [] } as never)).toThrow(
-      /MCP server "bad": mcpServers.bad.argz is not a known key/,
+      /^unknown key "argz" in mcpServers\.bad \(a stdio server\); known keys: /,
     );
   });
 });

@@ -1,0 +1,230 @@
+import { resolve as resolvePath } from 'node:path';
+import { CodecallError } from '../core/errors.js';
+import type { SandboxMode } from '../core/isolation.js';
+import { type Limits, resolveLimits } from '../core/limits.js';
+import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
+import { type McpServerConfig, parseMcpServers } from '../mcp-client/server-config.js';
+import { checkScriptVariables, type ScriptVariables } from '../sandbox/environment.js';
+import type { Tool } from '../tools/types.js';
+import { DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS, type SessionOptions } from './session.js';
+import { defaultStateRoot } from './state-directory.js';
+import { type PoolOptions, resolvePoolSize } from './warm-pool.js';
+
+/** Default name of the generated module (`from tools import ...`). */
+export const DEFAULT_MODULE_NAME = 'tools';
+/** Default Python command; resolved once to the real interpreter. */
+export const DEFAULT_PYTHON = 'python3';
+
+/** Options of `createCodecall`. Every field is optional. */
+export interface CodecallOptions {
+  /** Host tools the script can call. */
+  readonly tools?: readonly Tool<never, unknown>[] | readonly Tool[];
+  /** Built-in tool sets: `files` (read_file, write_file, list_files, search_files rooted at `workspace`). */
+  readonly builtinTools?: readonly string[];
+  /** Folder the built-in file tools are confined to (default: the current directory). */
+  readonly workspace?: string;
+  /** Name of the generated Python module (default `tools`). */
+  readonly moduleName?: string;
+  /** Python command or path (default `python3`), resolved once to the real interpreter. */
+  readonly python?: string;
+  /** `auto` (bubblewrap when usable, else none), `bubblewrap` (required), or `none`. */
+  readonly sandbox?: SandboxMode;
+  /** Resource limits; see {@link Limits} for the defaults. */
+  readonly limits?: Partial<Limits>;
+  /** Upstream MCP servers whose tools become submodules (`from tools.<server> import fn`). */
+  readonly mcpServers?: Readonly<Record<string, McpServerConfig>>;
+  /** Variables set in the script's environment. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Names of host variables copied into the script's environment (default: `TZ`). */
+  readonly envPassthrough?: readonly string[];
+  /** Whether sandboxed scripts may use the network (default false; `none` isolation cannot prevent it). */
+  readonly network?: boolean;
+  /** Folder for run directories, generated modules and saved outputs (default `<tmpdir>/codecall-<uid>`). */
+  readonly stateDir?: string;
+  /**
+   * Interpreters started ahead of time, each used for exactly one run and replaced in the background; results,
+   * limits, environment and isolation are those of a cold run (default `{ size: 0 }`: no pool). Runs whose process
+   * limits differ from the codecall's start cold.
+   */
+  readonly pool?: PoolOptions;
+  /** Sessions of this codecall: live interpreters at once, and idle time before one is stopped. */
+  readonly sessions?: SessionsOptions;
+}
+
+/** The `sessions` option of `createCodecall`. */
+export interface SessionsOptions {
+  /**
+   * Session interpreters alive at once (default {@link DEFAULT_MAX_LIVE_SESSIONS}); past it the least recently used
+   * idle one is stopped (its next cell starts fresh), or a new one waits while all are running a cell.
+   */
+  readonly maxLive?: number;
+  /** Default idle time after which a session's interpreter is stopped (default 30 minutes). */
+  readonly idleTimeoutMs?: number;
+}
+
+/** Per-call options of `execute`. */
+export interface ExecuteOptions {
+  /** Aborting kills the run and rejects with an AbortError. */
+  readonly signal?: AbortSignal;
+  /** Wall-clock limit of this run, overriding `limits.timeoutMs`. */
+  readonly timeoutMs?: number;
+  /** Other limits for this run only. */
+  readonly limits?: Partial<Limits>;
+}
+
+/** Names of the options `createCodecall` accepts (checked against {@link CodecallOptions} by the compiler). */
+export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
+  tools: true,
+  builtinTools: true,
+  workspace: true,
+  moduleName: true,
+  python: true,
+  sandbox: true,
+  limits: true,
+  mcpServers: true,
+  env: true,
+  envPassthrough: true,
+  network: true,
+  stateDir: true,
+  pool: true,
+  sessions: true,
+});
+
+const SESSIONS_OPTION_NAMES = knownKeys<keyof SessionsOptions>({ maxLive: true, idleTimeoutMs: true });
+const SESSION_OPTION_NAMES = knownKeys<keyof SessionOptions>({ limits: true, idleTimeoutMs: true });
+
+const SANDBOX_MODES: readonly SandboxMode[] = ['auto', 'bubblewrap', 'none'];
+
+/** The options of a codecall after checking, with every default filled in. */
+export interface ResolvedCodecallOptions {
+  readonly limits: Limits;
+  readonly moduleName: string;
+  readonly sandbox: SandboxMode;
+  readonly python: string;
+  /** Absolute path of the workspace of the built-in file tools. */
+  readonly workspace: string;
+  readonly builtinTools: readonly string[];
+  readonly tools: readonly Tool[];
+  /** The enabled upstream servers, each entry checked. */
+  readonly mcpServers: Readonly<Record<string, McpServerConfig>>;
+  /** `env` and `envPassthrough`, checked and copied. */
+  readonly variables: ScriptVariables;
+  readonly network: boolean;
+  /** Absolute path of the state folder. */
+  readonly stateRoot: string;
+  readonly poolSize: number;
+  readonly sessions: { readonly maxLive: number; readonly idleTimeoutMs: number };
+}
+
+/**
+ * Checks every option of `createCodecall` and fills in the defaults, so that a bad value fails the creation rather
+ * than the first run. Tools and the generated module are checked by the preparation.
+ * @throws CodecallError `INVALID_CONFIG` naming the bad key or value.
+ */
+export function resolveCodecallOptions(options: unknown): ResolvedCodecallOptions {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new CodecallError('INVALID_CONFIG', 'createCodecall takes an options object');
+  }
+  checkKnownKeys(options, 'createCodecall options', CODECALL_OPTION_NAMES);
+  const given = options as CodecallOptions;
+  const limits = resolveLimits(given.limits);
+  const sandbox = given.sandbox ?? 'auto';
+  if (!SANDBOX_MODES.includes(sandbox)) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `sandbox must be one of ${SANDBOX_MODES.join(', ')}, got ${JSON.stringify(sandbox)}`,
+      { sandbox },
+    );
+  }
+  const python = given.python ?? DEFAULT_PYTHON;
+  if (typeof python !== 'string' || python.length === 0) {
+    throw new CodecallError('INVALID_CONFIG', `python must be a command or path, got ${JSON.stringify(python)}`);
+  }
+  const network = given.network ?? false;
+  if (typeof network !== 'boolean') {
+    throw new CodecallError('INVALID_CONFIG', `network must be true or false, got ${JSON.stringify(network)}`, {
+      network,
+    });
+  }
+  return {
+    limits,
+    moduleName: given.moduleName ?? DEFAULT_MODULE_NAME,
+    sandbox,
+    python,
+    workspace: resolvePath(checkPath(given.workspace, 'workspace') ?? process.cwd()),
+    builtinTools: given.builtinTools ?? [],
+    tools: (given.tools ?? []) as readonly Tool[],
+    // Checked now (this imports no MCP SDK code), so a bad server entry is a configuration error at creation.
+    mcpServers: parseMcpServers(given.mcpServers ?? {}),
+    variables: checkScriptVariables({ extra: given.env, passthrough: given.envPassthrough }),
+    network,
+    stateRoot: resolvePath(checkPath(given.stateDir, 'stateDir') ?? defaultStateRoot()),
+    poolSize: resolvePoolSize(given.pool),
+    sessions: resolveSessionsOptions(given.sessions),
+  };
+}
+
+/**
+ * Checks the options of `codecall.session()` and merges them over the codecall's.
+ * @throws CodecallError `INVALID_CONFIG` naming the bad key or value.
+ */
+export function resolveSessionOptions(
+  value: unknown,
+  codecall: { readonly limits: Limits; readonly idleTimeoutMs: number },
+): { readonly limits: Limits; readonly idleTimeoutMs: number } {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new CodecallError('INVALID_CONFIG', `session takes an options object, got ${JSON.stringify(value)}`);
+  }
+  checkKnownKeys(value, 'session options', SESSION_OPTION_NAMES);
+  const { limits, idleTimeoutMs } = value as SessionOptions;
+  return {
+    idleTimeoutMs:
+      idleTimeoutMs === undefined ? codecall.idleTimeoutMs : positiveInteger(idleTimeoutMs, 'idleTimeoutMs'),
+    limits: limits === undefined ? codecall.limits : resolveLimits(limits, codecall.limits),
+  };
+}
+
+/**
+ * The limits of one `execute` call: the codecall's, with the call's `limits` and `timeoutMs` over them.
+ * @throws CodecallError `INVALID_CONFIG` naming the bad limit.
+ */
+export function resolveRunLimits(limits: Limits, options: ExecuteOptions): Limits {
+  if (options.timeoutMs === undefined && options.limits === undefined) return limits;
+  return resolveLimits(
+    { ...options.limits, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}) },
+    limits,
+  );
+}
+
+function resolveSessionsOptions(value: unknown): ResolvedCodecallOptions['sessions'] {
+  if (value === undefined) return { maxLive: DEFAULT_MAX_LIVE_SESSIONS, idleTimeoutMs: DEFAULT_SESSION_IDLE_MS };
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new CodecallError('INVALID_CONFIG', `sessions must be an object, got ${JSON.stringify(value)}`);
+  }
+  checkKnownKeys(value, 'sessions', SESSIONS_OPTION_NAMES);
+  const { maxLive, idleTimeoutMs } = value as SessionsOptions;
+  return {
+    maxLive: maxLive === undefined ? DEFAULT_MAX_LIVE_SESSIONS : positiveInteger(maxLive, 'sessions.maxLive'),
+    idleTimeoutMs:
+      idleTimeoutMs === undefined ? DEFAULT_SESSION_IDLE_MS : positiveInteger(idleTimeoutMs, 'sessions.idleTimeoutMs'),
+  };
+}
+
+function positiveInteger(value: unknown, name: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+    throw new CodecallError('INVALID_CONFIG', `${name} must be a positive integer, got ${JSON.stringify(value)}`, {
+      [name]: value,
+    });
+  }
+  return value;
+}
+
+function checkPath(value: unknown, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new CodecallError('INVALID_CONFIG', `${name} must be a path, got ${JSON.stringify(value)}`, {
+      [name]: value,
+    });
+  }
+  return value;
+}

@@ -1,0 +1,197 @@
+import { fileURLToPath } from 'node:url';
+import { type GeneratedPythonModule, generatePythonModule } from '../codegen/python-module.js';
+import { CodecallError } from '../core/errors.js';
+import type { McpServerConfig } from '../mcp-client/server-config.js';
+import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
+import type { SandboxRunner } from '../sandbox/runner.js';
+import { createSandboxRunner } from '../sandbox/select-runner.js';
+import { resolveBuiltinTools } from '../tools/builtin-tool-sets.js';
+import type { RegisteredTool, ToolSource } from '../tools/registered-tool.js';
+import { createToolRegistry, registerTool } from '../tools/registry.js';
+import type { ToolModuleDescriptor } from '../tools/types.js';
+import type { ResolvedCodecallOptions } from './codecall-options.js';
+import type { RunEnvironment } from './interpreter-launch.js';
+import { materializeModule, readPythonFiles } from './module-cache.js';
+import { prepareStateDirectories, type StateDirectories } from './state-directory.js';
+
+/** Directory of the shipped Python runtime (`python/` at the package root). */
+export const RUNTIME_DIR = fileURLToPath(new URL('../../python/', import.meta.url));
+
+/** What runs of a codecall need, prepared on first use and reused while the tool list stays the same. */
+export interface Prepared {
+  readonly environment: RunEnvironment;
+  readonly generated: GeneratedPythonModule;
+  /** Upstream servers that could not be listed, with the reason. */
+  readonly failedSources: readonly { name: string; error: string }[];
+}
+
+/**
+ * The preparation of a codecall's runs: its tools (host, built-in and upstream), the generated module, the
+ * interpreter, the sandbox runner and the state folders. The static tools and module are checked when it is made;
+ * everything else happens on first use.
+ */
+export class CodecallPreparation {
+  readonly #options: ResolvedCodecallOptions;
+  readonly #staticTools: readonly RegisteredTool[];
+  readonly #staticModule: GeneratedPythonModule | undefined;
+  readonly #serverNames: readonly string[];
+  #directories: StateDirectories | undefined;
+  #runner: Promise<SandboxRunner> | undefined;
+  #sources: Promise<ToolSource[]> | undefined;
+  #prepared: { key: string; value: Promise<Prepared> } | undefined;
+
+  /** @throws CodecallError `INVALID_CONFIG` / `INVALID_TOOL` / `DUPLICATE_TOOL` naming the bad tool or module name. */
+  constructor(options: ResolvedCodecallOptions) {
+    this.#options = options;
+    this.#staticTools = [
+      ...resolveBuiltinTools({ names: options.builtinTools, workspace: options.workspace }).map((tool) =>
+        registerTool(tool),
+      ),
+      ...options.tools.map((tool) => registerTool(tool)),
+    ];
+    // Checks wire-name uniqueness now, so a duplicate is a configuration error at creation.
+    createToolRegistry(this.#staticTools);
+    this.#serverNames = Object.keys(options.mcpServers);
+    // Generated once up front: a bad module name or tool name surfaces here, not at the first run (and runs reuse it).
+    this.#staticModule =
+      this.#serverNames.length === 0
+        ? generatePythonModule({
+            moduleName: options.moduleName,
+            tools: this.#staticTools.map((tool) => tool.descriptor),
+            modules: [],
+          })
+        : undefined;
+  }
+
+  /** The sandbox runner, selected once. */
+  runner(): Promise<SandboxRunner> {
+    this.#runner ??= createSandboxRunner(this.#options.sandbox);
+    return this.#runner;
+  }
+
+  /** The upstream servers as tool sources, made once (importing the MCP client only when there are servers). */
+  sources(): Promise<ToolSource[]> {
+    if (this.#serverNames.length === 0) return Promise.resolve([]);
+    const servers = this.#options.mcpServers;
+    this.#sources ??= import('../mcp-client/upstream-tool-source.js').then((module) =>
+      this.#serverNames.map((name) => module.createMcpToolSource(name, servers[name] as McpServerConfig)),
+    );
+    return this.#sources;
+  }
+
+  /** Closes the upstream connections made so far. */
+  async closeSources(): Promise<void> {
+    const sources = this.#sources ? await this.#sources.catch(() => []) : [];
+    await Promise.allSettled(sources.map((source) => source.close()));
+  }
+
+  /** Lists the tools and prepares what runs need; reuses the last preparation while the tool list is the same. */
+  async prepare(): Promise<Prepared> {
+    // Without upstream servers the tool list never changes: every run after the first reuses the same preparation.
+    if (this.#serverNames.length === 0 && this.#prepared !== undefined) return this.#prepared.value;
+    this.#directories ??= prepareStateDirectories(this.#options.stateRoot);
+    const runner = this.runner();
+    const listings = await Promise.all(
+      (await this.sources()).map(async (source) => {
+        try {
+          return { source, listing: await source.load() };
+        } catch (error) {
+          return { source, error: error instanceof Error ? error.message : String(error) };
+        }
+      }),
+    );
+    const modules: ToolModuleDescriptor[] = [];
+    const dynamicTools: RegisteredTool[] = [];
+    const failedSources: { name: string; error: string }[] = [];
+    for (const entry of listings) {
+      if ('error' in entry) {
+        failedSources.push({ name: entry.source.name, error: entry.error ?? 'failed' });
+        continue;
+      }
+      modules.push({
+        name: entry.source.name,
+        description: entry.listing.description,
+        tools: entry.listing.tools.map((tool: RegisteredTool) => tool.descriptor),
+      });
+      dynamicTools.push(...entry.listing.tools);
+    }
+    const key = JSON.stringify([
+      modules.map((module) => [module.name, module.tools.map((tool) => tool.name)]),
+      failedSources,
+    ]);
+    if (this.#prepared?.key === key) return this.#prepared.value;
+    const value = this.#build({
+      runner,
+      directories: this.#directories,
+      modules,
+      dynamicTools,
+      failedSources,
+    });
+    this.#prepared = { key, value };
+    value.catch(() => {
+      if (this.#prepared?.value === value) this.#prepared = undefined;
+    });
+    return value;
+  }
+
+  async #build(listing: {
+    readonly runner: Promise<SandboxRunner>;
+    readonly directories: StateDirectories;
+    readonly modules: readonly ToolModuleDescriptor[];
+    readonly dynamicTools: readonly RegisteredTool[];
+    readonly failedSources: readonly { name: string; error: string }[];
+  }): Promise<Prepared> {
+    const { moduleName, python, variables, network } = this.#options;
+    const { directories, modules } = listing;
+    const [interpreter, runner] = await Promise.all([resolvePythonInterpreter(python), listing.runner]);
+    if (interpreter.stdlibModuleNames.includes(moduleName)) {
+      throw new CodecallError(
+        'INVALID_CONFIG',
+        `moduleName "${moduleName}" is a module of Python's standard library and would hide it; choose another name`,
+        { moduleName },
+      );
+    }
+    const generated =
+      modules.length === 0 && this.#staticModule !== undefined
+        ? this.#staticModule
+        : generatePythonModule({
+            moduleName,
+            tools: this.#staticTools.map((tool) => tool.descriptor),
+            modules: [...modules],
+          });
+    const [moduleDir, runtimeDir] = await Promise.all([
+      materializeModule(directories.modules, generated.files, interpreter.executable),
+      readPythonFiles(RUNTIME_DIR).then((files) =>
+        materializeModule(directories.modules, files, interpreter.executable),
+      ),
+    ]);
+    const rootFunctions = generated.functions.filter((fn) => fn.module === moduleName).map((fn) => fn.pythonName);
+    return {
+      generated,
+      failedSources: listing.failedSources,
+      environment: {
+        interpreter,
+        runner,
+        tools: createToolRegistry([...this.#staticTools, ...listing.dynamicTools]),
+        modulePaths: [moduleDir],
+        runtimeDir,
+        runsRoot: directories.runs,
+        outputRoot: directories.outputs,
+        environmentExtra: variables.extra,
+        environmentPassthrough: variables.passthrough,
+        network,
+        hintContext: {
+          moduleName,
+          functionNames: rootFunctions,
+          submoduleNames: [
+            ...new Set(
+              generated.functions
+                .filter((fn) => fn.module !== moduleName)
+                .map((fn) => fn.module.slice(moduleName.length + 1)),
+            ),
+          ],
+        },
+      },
+    };
+  }
+}
