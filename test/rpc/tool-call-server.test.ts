@@ -137,7 +137,6 @@ interface GatedCall {
   readonly args: Record<string, unknown>;
   readonly context: ToolContext;
   finish(value: unknown): void;
-  fail(error: unknown): void;
 }
 
 /** A tool whose calls wait until the test finishes them, counting how many run at once. */
@@ -148,22 +147,15 @@ function createGatedTool(name = 'gated') {
   let maxRunning = 0;
   const execute = vi.fn<Handler>(
     (args, context) =>
-      new Promise((resolve, reject) => {
+      new Promise((resolve) => {
         running += 1;
         maxRunning = Math.max(maxRunning, running);
-        const settle = () => {
-          running -= 1;
-        };
         calls.push({
           args,
           context,
           finish: (value) => {
-            settle();
+            running -= 1;
             resolve(value);
-          },
-          fail: (error) => {
-            settle();
-            reject(error);
           },
         });
         for (const waiter of waiting.filter((entry) => calls.length >= entry.count)) {
@@ -176,9 +168,7 @@ function createGatedTool(name = 'gated') {
     tool: toolOf(name, execute),
     execute,
     calls,
-    get running() {
-      return running;
-    },
+    /** The most calls that ran at the same time. */
     get maxRunning() {
       return maxRunning;
     },
