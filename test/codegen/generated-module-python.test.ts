@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type GeneratedPythonModule, generatePythonModule } from '../../src/codegen/python-module.js';
 import type { ToolDescriptor } from '../../src/tools/types.js';
-import { createPythonWorkspace, type PythonWorkspace, resolvePython } from './python-harness.js';
+import { createPythonWorkspace, fileContent, type PythonWorkspace, resolvePython } from './python-harness.js';
 
 // CODECALL_TEST_PYTHON runs these tests with another interpreter (e.g. python3.8, the oldest supported).
 const python = process.env.CODECALL_TEST_PYTHON ?? resolvePython();
@@ -362,42 +362,57 @@ describe('a large generated module', () => {
     outputSchema: { type: 'object', properties: { ok: { type: 'boolean' }, count: { type: 'integer' } } },
   }));
 
-  it(`generates ${TOOL_COUNT} tools quickly`, () => {
+  // Its speed is a bench figure (`codegen, 500 tools`): the time printed here is for reading, not asserted.
+  it(`generates ${TOOL_COUNT} tools, the same text every time`, () => {
     const cold = performance.now();
-    generatePythonModule({ moduleName: 'tools', tools: manyTools });
+    const first = generatePythonModule({ moduleName: 'tools', tools: manyTools });
     const coldMs = performance.now() - cold;
     const durations: number[] = [];
     for (let round = 0; round < 20; round += 1) {
       const start = performance.now();
-      generatePythonModule({ moduleName: 'tools', tools: manyTools });
+      const again = generatePythonModule({ moduleName: 'tools', tools: manyTools });
       durations.push(performance.now() - start);
+      expect(again).toEqual(first);
     }
     durations.sort((a, b) => a - b);
     const medianMs = durations[durations.length >> 1] ?? Number.NaN;
     console.log(
       `codegen: ${TOOL_COUNT} tools in ${medianMs.toFixed(1)} ms (median of 20 warm runs; first run ${coldMs.toFixed(1)} ms)`,
     );
-    expect(medianMs).toBeLessThan(500);
+    const definitions = (path: string) =>
+      fileContent(first, path).match(/^(async )?def tool_number_\d+\(/gm)?.length ?? 0;
+    expect(definitions('tools/__init__.py')).toBe(TOOL_COUNT);
+    expect(definitions('tools/aio.py')).toBe(TOOL_COUNT);
   });
 
-  it(`imports ${TOOL_COUNT} tools quickly in Python, fastest with precompiled bytecode`, () => {
+  // Its speed is a bench figure (`import of the generated module`); here, what makes it fast: with precompiled
+  // bytecode the import compiles none of the module's files.
+  it(`imports ${TOOL_COUNT} tools in Python, compiling nothing with precompiled bytecode`, () => {
     const large = createPythonWorkspace(python, generatePythonModule({ moduleName: 'tools', tools: manyTools }));
     try {
       const measure = `
-import time
+import json, time
+import importlib.machinery
+compiled = []
+source_to_code = importlib.machinery.SourceFileLoader.source_to_code
+def counting_source_to_code(self, data, path, *args, **kwargs):
+    compiled.append(path)
+    return source_to_code(self, data, path, *args, **kwargs)
+importlib.machinery.SourceFileLoader.source_to_code = counting_source_to_code
 import codecall_runtime
 start = time.perf_counter()
 import tools
-print((time.perf_counter() - start) * 1000)`;
-      const fromSourceMs = Number(large.run(measure));
+milliseconds = (time.perf_counter() - start) * 1000
+print(json.dumps({"ms": milliseconds, "compiled": sorted(path.split("/tools/")[-1] for path in compiled if "/tools/" in path)}))`;
+      const fromSource = JSON.parse(large.run(measure)) as { ms: number; compiled: string[] };
       execFileSync(python, ['-m', 'compileall', '-q', '--invalidation-mode', 'unchecked-hash', large.directory]);
-      const precompiledMs = Math.min(...[0, 1, 2].map(() => Number(large.run(measure))));
+      const precompiled = JSON.parse(large.run(measure)) as { ms: number; compiled: string[] };
       console.log(
-        `python import of ${TOOL_COUNT} tools: ${fromSourceMs.toFixed(1)} ms compiling from source, ` +
-          `${precompiledMs.toFixed(1)} ms with precompiled bytecode`,
+        `python import of ${TOOL_COUNT} tools: ${fromSource.ms.toFixed(1)} ms compiling from source, ` +
+          `${precompiled.ms.toFixed(1)} ms with precompiled bytecode`,
       );
-      expect(precompiledMs).toBeLessThan(500);
-      expect(fromSourceMs).toBeLessThan(2_000);
+      expect(fromSource.compiled).toEqual(['__init__.py']);
+      expect(precompiled.compiled).toEqual([]);
       expect(large.run('import tools\nprint(tools.tool_number_499("p")["params"])')).toBe(
         "{'path': 'p', 'limit': 10}\n",
       );

@@ -104,10 +104,20 @@ describe.skipIf(!bubblewrapUsable)('host faults and leftovers under bubblewrap',
 
   it('O4: a script that closes stdout and stderr completes when it exits, not at the timeout', async () => {
     const codecall = codecallWith({ limits: { timeoutMs: 20_000 } });
-    const result = await codecall.execute('import os, time\nos.close(1)\nos.close(2)\ntime.sleep(1)');
+    // The file is the script's last act, after its output closed: a run that ended at EOF would not collect it, and one
+    // that waited for the timeout would be reported as one.
+    const result = await codecall.execute(
+      [
+        'import os, time',
+        'os.close(1)',
+        'os.close(2)',
+        'time.sleep(1)',
+        'open(os.path.join(os.environ["CODECALL_ARTIFACTS_DIR"], "last-act.txt"), "w").write("after EOF")',
+      ].join('\n'),
+    );
     expect(result.status).toBe('success');
-    expect(result.durationMs).toBeGreaterThanOrEqual(1_000);
-    expect(result.durationMs).toBeLessThan(15_000);
+    const artifact = result.artifacts?.find((entry) => entry.path.endsWith('last-act.txt'));
+    expect(readFileSync(artifact?.path ?? '', 'utf8')).toBe('after EOF');
   });
 });
 

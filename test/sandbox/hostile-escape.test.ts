@@ -116,12 +116,15 @@ describe.skipIf(!bubblewrapUsable)('escape and leak (catalogue E) under bubblewr
     expect(result.stdout).toBe('True Invalid cross-device link\n');
   });
 
+  // At once, because nothing can be waited for: the only interface is loopback (no route out, so connect fails in the
+  // kernel) and there is no resolver configuration (so the lookup asks loopback, where nothing listens).
   it('E9: network connections fail at once (no route, no DNS)', async () => {
     const result = await codecall.execute(
       [
-        'import socket, time, json',
+        'import os, socket, json',
         'outcome = {}',
-        'started = time.monotonic()',
+        'outcome["interfaces"] = [name for _, name in socket.if_nameindex()]',
+        'outcome["resolver"] = os.path.exists("/etc/resolv.conf")',
         'try:',
         '    socket.create_connection(("1.1.1.1", 443), timeout=3)',
         '    outcome["ip"] = "connected"',
@@ -132,14 +135,11 @@ describe.skipIf(!bubblewrapUsable)('escape and leak (catalogue E) under bubblewr
         '    outcome["dns"] = "resolved"',
         'except OSError as error:',
         '    outcome["dns"] = type(error).__name__',
-        'outcome["seconds"] = time.monotonic() - started',
         'print(json.dumps(outcome))',
       ].join('\n'),
     );
-    const outcome = lastJson<{ ip: string; dns: string; seconds: number }>(result.stdout);
-    expect(outcome.ip).toBe('Network is unreachable');
-    expect(outcome.dns).toBe('gaierror');
-    expect(outcome.seconds).toBeLessThan(2);
+    const outcome = lastJson<{ interfaces: string[]; resolver: boolean; ip: string; dns: string }>(result.stdout);
+    expect(outcome).toEqual({ interfaces: ['lo'], resolver: false, ip: 'Network is unreachable', dns: 'gaierror' });
   });
 
   it('with network: true the sandbox shares the host network and sees its DNS configuration', async () => {
