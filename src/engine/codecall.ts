@@ -21,19 +21,19 @@ export type { McpServerConfig } from '../mcp-client/server-config.js';
 import { CodecallError } from '../core/errors.js';
 import { type Limits, resolveLimits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
-import { launchInterpreter } from './interpreter-launch.js';
-import { materializeModule, readPythonFiles } from './module-cache.js';
-import { createRunId, type RunEnvironment, runPooledScript, runScript } from './run-script.js';
+import { launchInterpreter } from './launch/interpreter-launch.js';
+import { materializeModule, readPythonFiles } from './launch/module-cache.js';
+import { defaultStateRoot, prepareStateDirectories, type StateDirectories } from './launch/state-directory.js';
+import { createRunId, type RunEnvironment, runPooledScript, runScript } from './supervise/run-script.js';
 import {
   type CodecallSession,
   DEFAULT_MAX_LIVE_SESSIONS,
   DEFAULT_SESSION_IDLE_MS,
   InterpreterSession,
   type SessionOptions,
-} from './session.js';
-import { SessionSlots } from './session-slots.js';
-import { defaultStateRoot, prepareStateDirectories, type StateDirectories } from './state-directory.js';
-import { type PoolOptions, resolvePoolSize, WarmPool } from './warm-pool.js';
+} from './supervise/session.js';
+import { SessionSlots } from './supervise/session-slots.js';
+import { type PoolOptions, resolvePoolSize, WarmPool } from './supervise/warm-pool.js';
 
 /** Default name of the generated module (`from tools import ...`). */
 export const DEFAULT_MODULE_NAME = 'tools';

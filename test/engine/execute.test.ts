@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { CodecallError } from '../../src/core/errors.js';
-import { formatResultForModel } from '../../src/engine/format-result.js';
+import { formatResultForModel } from '../../src/engine/result/format-result.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import { processAlive, useCodecalls } from '../support/codecall-fixture.js';
 import { add, sleep, slow } from '../support/sample-tools.js';

@@ -1,22 +1,22 @@
 import { randomBytes } from 'node:crypto';
-import type { LimitReason } from '../core/isolation.js';
-import type { Limits } from '../core/limits.js';
+import type { LimitReason } from '../../core/isolation.js';
+import type { Limits } from '../../core/limits.js';
 import {
   CELL_DONE_NOTIFICATION,
   CELL_NOTIFICATION,
   encodeNotification,
   type ScriptExceptionReport,
-} from '../rpc/protocol.js';
-import { exceptionReport, type ToolCallServer } from '../rpc/tool-call-server.js';
+} from '../../rpc/protocol.js';
+import { exceptionReport, type ToolCallServer } from '../../rpc/tool-call-server.js';
 import {
   createChannelServer,
   type LaunchedInterpreter,
   type ProcessExit,
   type RunEnvironment,
-} from './interpreter-launch.js';
+} from '../launch/interpreter-launch.js';
+import type { ProcessOutcome } from '../result/run-result.js';
 import { OutputCapture } from './output-capture.js';
 import { OutputSplitter } from './output-splitter.js';
-import type { ProcessOutcome } from './run-result.js';
 import { drainOutput, KILL_GRACE_MS, OUTPUT_DRAIN_MS, wellFormed } from './run-script.js';
 
 /** Time a cell has to end after its KeyboardInterrupt (timeout, abort, limit) before the interpreter is killed. */

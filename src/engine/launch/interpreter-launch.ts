@@ -3,13 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Duplex, Readable, Writable } from 'node:stream';
-import { CodecallError } from '../core/errors.js';
-import type { Limits } from '../core/limits.js';
-import { ToolCallServer, type ToolCallServerOptions, type ToolLookup } from '../rpc/tool-call-server.js';
-import { buildScriptEnvironment } from '../sandbox/environment.js';
-import type { PythonInterpreter } from '../sandbox/interpreter.js';
-import type { PreparedLaunch, RunContainment, SandboxRunner } from '../sandbox/runner.js';
-import type { HintContext } from './failure-hints.js';
+import { CodecallError } from '../../core/errors.js';
+import type { Limits } from '../../core/limits.js';
+import { ToolCallServer, type ToolCallServerOptions, type ToolLookup } from '../../rpc/tool-call-server.js';
+import { buildScriptEnvironment } from '../../sandbox/environment.js';
+import type { PythonInterpreter } from '../../sandbox/interpreter.js';
+import type { PreparedLaunch, RunContainment, SandboxRunner } from '../../sandbox/runner.js';
+import type { HintContext } from '../result/failure-hints.js';
 import { forgetProcessGroup, signalProcessGroup, trackProcessGroup } from './process-registry.js';
 import {
   createRunDirectory,

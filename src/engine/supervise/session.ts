@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { CodecallAbortError, CodecallError } from '../core/errors.js';
-import { type Limits, resolveLimits } from '../core/limits.js';
-import type { ExecuteResult } from '../core/result.js';
-import { collectArtifacts } from './artifacts.js';
-import { launchInterpreter, type RunEnvironment } from './interpreter-launch.js';
-import { buildResult } from './run-result.js';
+import { CodecallAbortError, CodecallError } from '../../core/errors.js';
+import { type Limits, resolveLimits } from '../../core/limits.js';
+import type { ExecuteResult } from '../../core/result.js';
+import { launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
+import { collectArtifacts } from '../result/artifacts.js';
+import { buildResult } from '../result/run-result.js';
 import { createRunId } from './run-script.js';
 import { cellOutcome, type FinishedCell, SessionProcess } from './session-process.js';
 import type { SessionSlots, SlotHolder } from './session-slots.js';

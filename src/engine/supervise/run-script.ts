@@ -2,17 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { CodecallAbortError } from '../core/errors.js';
-import type { LimitReason } from '../core/isolation.js';
-import type { Limits } from '../core/limits.js';
-import type { ExecuteResult } from '../core/result.js';
+import { CodecallAbortError } from '../../core/errors.js';
+import type { LimitReason } from '../../core/isolation.js';
+import type { Limits } from '../../core/limits.js';
+import type { ExecuteResult } from '../../core/result.js';
 import {
   DONE_NOTIFICATION,
   encodeNotification,
   RUN_NOTIFICATION,
   type ScriptExceptionReport,
-} from '../rpc/protocol.js';
-import { collectArtifacts } from './artifacts.js';
+} from '../../rpc/protocol.js';
 import {
   createChannelServer,
   type LaunchedInterpreter,
@@ -20,16 +19,17 @@ import {
   type ProcessExit,
   type RunEnvironment,
   settledWithin,
-} from './interpreter-launch.js';
+} from '../launch/interpreter-launch.js';
+import { collectArtifacts } from '../result/artifacts.js';
+import { buildResult, type ProcessOutcome } from '../result/run-result.js';
 import { OutputCapture } from './output-capture.js';
 import { OutputSplitter } from './output-splitter.js';
-import { buildResult, type ProcessOutcome } from './run-result.js';
 
 export {
   BOOT_COMMAND,
   type RunEnvironment,
   SCRIPT_FILE_NAME,
-} from './interpreter-launch.js';
+} from '../launch/interpreter-launch.js';
 
 /** Time between SIGTERM and SIGKILL when a run is stopped. */
 export const KILL_GRACE_MS = 200;
