@@ -21,10 +21,11 @@ export type { McpServerConfig } from '../mcp-client/server-config.js';
 import { CodecallError } from '../core/errors.js';
 import { type Limits, resolveLimits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
-import { launchInterpreter } from './launch/interpreter-launch.js';
+import { launchInterpreter, type RunEnvironment } from './launch/interpreter-launch.js';
 import { materializeModule, readPythonFiles } from './launch/module-cache.js';
+import { createRunId } from './launch/run-directory.js';
 import { defaultStateRoot, prepareStateDirectories, type StateDirectories } from './launch/state-directory.js';
-import { createRunId, type RunEnvironment, runPooledScript, runScript } from './supervise/run-script.js';
+import { runPooledScript, runScript } from './supervise/run-script.js';
 import {
   type CodecallSession,
   DEFAULT_MAX_LIVE_SESSIONS,

@@ -1,40 +1,13 @@
-import { randomBytes } from 'node:crypto';
-import { constants } from 'node:os';
-import { join } from 'node:path';
-import type { Readable } from 'node:stream';
 import { CodecallAbortError } from '../../core/errors.js';
 import type { LimitReason } from '../../core/isolation.js';
 import type { Limits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
-import {
-  DONE_NOTIFICATION,
-  encodeNotification,
-  RUN_NOTIFICATION,
-  type ScriptExceptionReport,
-} from '../../rpc/protocol.js';
-import {
-  createChannelServer,
-  type LaunchedInterpreter,
-  launchInterpreter,
-  type ProcessExit,
-  type RunEnvironment,
-  settledWithin,
-} from '../launch/interpreter-launch.js';
-import { collectArtifacts } from '../result/artifacts.js';
-import { buildResult, type ProcessOutcome } from '../result/run-result.js';
-import { OutputCapture } from './output-capture.js';
-import { OutputSplitter } from './output-splitter.js';
-
-export {
-  BOOT_COMMAND,
-  type RunEnvironment,
-  SCRIPT_FILE_NAME,
-} from '../launch/interpreter-launch.js';
-
-/** Time between SIGTERM and SIGKILL when a run is stopped. */
-export const KILL_GRACE_MS = 200;
-/** How long output still in the pipes is read after the interpreter exited. */
-export const OUTPUT_DRAIN_MS = 250;
+import { type LaunchedInterpreter, launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
+import { createRunId } from '../launch/run-directory.js';
+import { finishResult, outputPathsOf } from '../result/finish-result.js';
+import { runFrame } from './hand-over.js';
+import { killPolicy } from './stop-policy.js';
+import { Supervisor } from './supervisor.js';
 
 /** Per-run options. */
 export interface RunOptions {
@@ -50,15 +23,11 @@ export interface RunOptions {
   readonly deferCleanup?: ((cleanup: Promise<void>) => void) | undefined;
 }
 
-/** A run id: 16 hex characters, safe as a file name. */
-export function createRunId(): string {
-  return randomBytes(8).toString('hex');
-}
-
 /**
- * Runs one script in a fresh interpreter: private directory, launch through the runner, tool channel, output
- * capture, limits, kill of the whole process tree, cleanup. Resolves with the result for every failure of the script;
- * rejects only for host problems (spawn failure) and with an AbortError when `signal` fires.
+ * Runs one script in a fresh interpreter: private directory, launch through the runner, then the supervisor (tool
+ * channel, output capture, limits, kill of the whole process tree), result, cleanup. Resolves with the result for
+ * every failure of the script; rejects only for host problems (spawn failure) and with an AbortError when `signal`
+ * fires.
  */
 export async function runScript(
   environment: RunEnvironment,
@@ -73,7 +42,7 @@ export async function runScript(
     mode: 'cold',
     script: code,
   });
-  return finishRun(environment, launched, { ...options, startedAt });
+  return superviseRun(environment, launched, options, startedAt, undefined);
 }
 
 /**
@@ -94,37 +63,43 @@ export async function runPooledScript(
     else await cleanup;
     throw new CodecallAbortError(options.signal.reason);
   }
-  return finishRun(environment, launched, {
-    ...options,
-    startedAt,
-    handOver: encodeNotification(RUN_NOTIFICATION, { code: wellFormed(code) }),
-  });
+  return superviseRun(environment, launched, options, startedAt, runFrame(code));
 }
 
-interface FinishOptions extends RunOptions {
-  readonly startedAt: number;
-  /** The `$run` frame of a pooled interpreter, written once the run is supervised. */
-  readonly handOver?: string | undefined;
-}
-
-async function finishRun(
+/** A one-shot interpreter's one run, supervised with the kill policy; its result; its release. */
+async function superviseRun(
   environment: RunEnvironment,
   launched: LaunchedInterpreter,
-  options: FinishOptions,
+  options: RunOptions,
+  startedAt: number,
+  handOver: string | undefined,
 ): Promise<ExecuteResult> {
   try {
-    const outcome = await superviseProcess(environment, launched, options);
-    const artifacts = await collectArtifacts(
-      launched.directory.artifacts,
-      join(environment.outputRoot, launched.runId),
-    );
-    if (outcome.reason === 'aborted' && options.signal?.aborted) throw new CodecallAbortError(options.signal.reason);
-    return buildResult({
+    const { limits } = options;
+    const outputPaths = outputPathsOf(environment.outputRoot, launched.runId);
+    const supervisor = new Supervisor({
+      process: launched,
+      tools: environment.tools,
+      isolation: environment.runner.isolation,
+      limits,
+    });
+    const outcome = await supervisor.supervise({
+      limits,
+      nonce: launched.outputNonce,
+      fullOutputPath: outputPaths.stdout,
+      stopPolicy: killPolicy(launched),
+      handOver,
+      signal: options.signal,
+      onStart: options.onStart,
+    });
+    return await finishResult({
       outcome,
-      limits: options.limits,
+      limits,
       hintContext: environment.hintContext,
-      artifacts,
-      durationMs: performance.now() - options.startedAt,
+      artifactsDirectory: launched.directory.artifacts,
+      outputPaths,
+      startedAt,
+      signal: options.signal,
     });
   } finally {
     const cleanup = launched.release();
@@ -136,170 +111,4 @@ async function finishRun(
       await cleanup;
     }
   }
-}
-
-/** The code as the file a cold run would have written: lone surrogates become U+FFFD, as Node encodes them. */
-export function wellFormed(code: string): string {
-  return /[\uD800-\uDFFF]/.test(code) ? Buffer.from(code, 'utf8').toString('utf8') : code;
-}
-
-async function superviseProcess(
-  environment: RunEnvironment,
-  launched: LaunchedInterpreter,
-  options: FinishOptions,
-): Promise<ProcessOutcome> {
-  const { limits } = options;
-  // The script first: the pooled interpreter takes a while to wake up, and everything below is set up in this same
-  // tick, before any of its output or calls can be read.
-  if (options.handOver !== undefined) launched.channel.write(options.handOver);
-  launched.holdEventLoop(true);
-  let reason: LimitReason | undefined;
-  let killTimer: NodeJS.Timeout | undefined;
-  const stop = (why: LimitReason): void => {
-    if (reason === undefined) reason = why;
-    if (killTimer !== undefined) return;
-    launched.signal('SIGTERM');
-    killTimer = setTimeout(() => void launched.killAll(), KILL_GRACE_MS);
-  };
-
-  let exception: ScriptExceptionReport | undefined;
-  let doneReported = false;
-  let reportDone!: (exit: ProcessExit) => void;
-  const reportedDone = new Promise<ProcessExit>((resolve) => {
-    reportDone = resolve;
-  });
-  const server = createChannelServer(launched, environment, limits, {
-    onException: (report) => {
-      exception = report;
-    },
-    onNotification: (method, params) => {
-      const exitCode = (params as { exitCode?: unknown } | null)?.exitCode;
-      if (method === DONE_NOTIFICATION && typeof exitCode === 'number' && Number.isInteger(exitCode)) {
-        doneReported = true;
-        reportDone({ code: exitCode, signal: null });
-      }
-    },
-    onAbuse: (why) => stop(why),
-  });
-
-  const stdout = new OutputCapture({
-    keepBytes: limits.maxStdoutBytes,
-    fullOutputPath: join(environment.outputRoot, `${launched.runId}-stdout.txt`),
-    maxFullOutputBytes: limits.maxOutputBytes,
-  });
-  const stderr = new OutputCapture({ keepBytes: limits.maxStderrBytes });
-  const onOutput = (capture: OutputCapture) => (chunk: Buffer) => {
-    capture.push(chunk);
-    if (stdout.totalBytes + stderr.totalBytes > limits.maxOutputBytes) stop('output');
-  };
-  const outputs = [
-    captureUntilEnd(launched.stdout, onOutput(stdout), launched.outputNonce),
-    captureUntilEnd(launched.stderr, onOutput(stderr), launched.outputNonce),
-  ];
-
-  const timeoutTimer = setTimeout(() => stop('timeout'), limits.timeoutMs);
-  const onAbort = () => stop('aborted');
-  options.signal?.addEventListener('abort', onAbort, { once: true });
-  options.onStart?.(stop);
-  // A pooled interpreter's channel was paused after `$ready`; the server listens now, so nothing is lost.
-  if (options.handOver !== undefined) launched.channel.resume();
-
-  // The boot reports its exit status as its last act; the exit itself follows once the kernel has torn it down.
-  const exit = await Promise.race([launched.exited, reportedDone]);
-  clearTimeout(timeoutTimer);
-  options.signal?.removeEventListener('abort', onAbort);
-  if (killTimer !== undefined) clearTimeout(killTimer);
-  // Completion is the interpreter's exit (or its `$done`): whatever it left behind in its group goes now (a sandbox
-  // goes with its pid namespace); the runner's own sweep (e.g. of a cgroup) follows in the release, after the result.
-  launched.signal('SIGKILL');
-  server.end();
-  // What is still in the pipes, up to the end markers (or until they close): a process that escaped the group may
-  // hold them open, so the wait is bounded.
-  await settledWithin(Promise.all(outputs.map((output) => output.ended)), OUTPUT_DRAIN_MS);
-  for (const output of outputs) output.stop();
-
-  let exitCode = 'error' in exit ? null : exit.code;
-  let exitSignal = 'error' in exit ? null : exit.signal;
-  // bwrap reports a child killed by signal N as exit status 128 + N; the boot's own `$done` never carries that.
-  const bubblewrapSignal = signalNameOf((exitCode ?? 0) - 128);
-  if (environment.runner.isolation === 'bubblewrap' && !doneReported && exitSignal === null && bubblewrapSignal) {
-    exitSignal = bubblewrapSignal;
-    exitCode = null;
-  }
-  if (reason === undefined && exitCode !== 0) reason = await launched.containment?.limitReason?.();
-  if (reason === undefined && exitSignal === 'SIGXCPU') reason = 'cpu';
-  if (reason === undefined && exitCode !== 0 && exception?.type === 'MemoryError') reason = 'memory';
-  if (reason === undefined && exitCode !== 0 && server.limitReached) reason = 'tool_calls';
-  const [stdoutCapture, stderrCapture] = await Promise.all([stdout.finish(), stderr.finish()]);
-  return {
-    exitCode,
-    signal: exitSignal,
-    reason,
-    stdout: stdoutCapture,
-    stderr: stderrCapture,
-    exception,
-    toolCalls: server.toolCalls,
-    toolCallLimitReached: server.limitReached,
-    isolation: environment.runner.isolation,
-  };
-}
-
-/** One output stream of a run feeding its capture; see {@link captureUntilEnd}. */
-interface CapturedOutput {
-  /** Settles once the end marker went by or the stream closed. */
-  readonly ended: Promise<void>;
-  /** Stops feeding the capture: what comes later is not the run's. */
-  stop(): void;
-}
-
-/**
- * Feeds one output stream of a run into `push` up to the end marker with `nonce` that the boot writes when the
- * script is over (without a nonce, or when the marker never comes, up to the stream's close).
- */
-function captureUntilEnd(stream: Readable, push: (chunk: Buffer) => void, nonce: string | undefined): CapturedOutput {
-  let markEnded!: () => void;
-  const ended = new Promise<void>((resolve) => {
-    markEnded = resolve;
-  });
-  let splitter: OutputSplitter | undefined;
-  if (nonce !== undefined) {
-    splitter = new OutputSplitter({ output: push, outside: () => {}, ended: markEnded });
-    splitter.expect(nonce);
-  }
-  const onData = splitter === undefined ? push : (chunk: Buffer) => splitter?.push(chunk);
-  const onClose = () => {
-    splitter?.flush();
-    markEnded();
-  };
-  stream.on('data', onData);
-  stream.once('close', onClose);
-  if (stream.closed) onClose();
-  return {
-    ended,
-    stop() {
-      stream.off('data', onData);
-      stream.off('close', onClose);
-    },
-  };
-}
-
-/** Reads what is still in the pipes after the exit, for at most {@link OUTPUT_DRAIN_MS}. */
-export async function drainOutput(streams: readonly Readable[]): Promise<void> {
-  const open = streams.filter((stream) => !stream.readableEnded && !stream.destroyed);
-  if (open.length === 0) return;
-  // A process that escaped the group may hold the pipes open: read what is there, then stop waiting.
-  await settledWithin(
-    Promise.all(open.map((stream) => new Promise((resolve) => stream.once('close', resolve)))),
-    OUTPUT_DRAIN_MS,
-  );
-  for (const stream of open) stream.destroy();
-}
-
-/** The name of signal `number` (e.g. 9 → `SIGKILL`), or undefined when it is not a signal number. */
-function signalNameOf(number: number): NodeJS.Signals | undefined {
-  if (number <= 0) return undefined;
-  for (const [name, value] of Object.entries(constants.signals)) {
-    if (value === number) return name as NodeJS.Signals;
-  }
-  return undefined;
 }
