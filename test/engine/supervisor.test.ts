@@ -426,6 +426,13 @@ describe('the supervisor of session cells', () => {
     expect(fake.process.channel.destroyed).toBe(true);
   });
 
+  it('reads the exit status of a cell`s sandboxed interpreter like a run`s: 128 + N is signal N', async () => {
+    const fake = fakeInterpreter();
+    const running = supervisorOf(fake.process, { isolation: 'bubblewrap' }).supervise(cellOptions(1));
+    fake.exitWith(143);
+    expect(await running).toMatchObject({ exitCode: null, signal: 'SIGTERM', processEnded: true });
+  });
+
   it('kills the interpreter on the spot, ending the running cell with the reason given', async () => {
     const fake = fakeInterpreter();
     const { policy, stop } = recordingPolicy();
