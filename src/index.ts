@@ -31,12 +31,16 @@ export type {
   SessionsOptions,
 } from './engine/codecall.js';
 export { createCodecall, DEFAULT_MODULE_NAME, DEFAULT_PYTHON } from './engine/codecall.js';
-export { formatResultForModel } from './engine/format-result.js';
-export type { CellOptions, CodecallSession, SessionOptions } from './engine/session.js';
-export { CELL_INTERRUPT_GRACE_MS, DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS } from './engine/session.js';
-export { describeExecuteCode, executeCodeToolDefinition } from './engine/tool-definition.js';
-export type { PoolOptions } from './engine/warm-pool.js';
-export { MAX_POOL_SIZE } from './engine/warm-pool.js';
+export { formatResultForModel } from './engine/result/format-result.js';
+export { describeExecuteCode, executeCodeToolDefinition } from './engine/result/tool-definition.js';
+export type { CellOptions, CodecallSession, SessionOptions } from './engine/supervise/session.js';
+export {
+  CELL_INTERRUPT_GRACE_MS,
+  DEFAULT_MAX_LIVE_SESSIONS,
+  DEFAULT_SESSION_IDLE_MS,
+} from './engine/supervise/session.js';
+export type { PoolOptions } from './engine/supervise/warm-pool.js';
+export { MAX_POOL_SIZE } from './engine/supervise/warm-pool.js';
 export type { SandboxProbe, SandboxProbeOptions } from './sandbox/bubblewrap-probe.js';
 export { describeSandboxProbe, probeSandbox } from './sandbox/bubblewrap-probe.js';
 export type { BubblewrapRunnerOptions } from './sandbox/bubblewrap-runner.js';

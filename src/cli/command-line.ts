@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { CodecallError } from '../core/errors.js';
 import type { Limits } from '../core/limits.js';
 import { type CodecallOptions, createCodecall } from '../engine/codecall.js';
-import { formatResultForModel } from '../engine/format-result.js';
+import { formatResultForModel } from '../engine/result/format-result.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
 import { runDoctor } from './doctor.js';
 

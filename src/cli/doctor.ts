@@ -2,7 +2,7 @@ import type { Writable } from 'node:stream';
 import { CodecallError } from '../core/errors.js';
 import type { Limits } from '../core/limits.js';
 import { type CodecallOptions, createCodecall, DEFAULT_PYTHON } from '../engine/codecall.js';
-import { formatSeconds } from '../engine/failure-hints.js';
+import { formatSeconds } from '../engine/result/failure-hints.js';
 import { describeSandboxProbe, probeSandbox } from '../sandbox/bubblewrap-probe.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
 

@@ -6,9 +6,9 @@ import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
 import { type McpServerConfig, parseMcpServers } from '../mcp-client/server-config.js';
 import { checkScriptVariables, type ScriptVariables } from '../sandbox/environment.js';
 import type { Tool } from '../tools/types.js';
-import { DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS, type SessionOptions } from './session.js';
-import { defaultStateRoot } from './state-directory.js';
-import { type PoolOptions, resolvePoolSize } from './warm-pool.js';
+import { defaultStateRoot } from './launch/state-directory.js';
+import { DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS, type SessionOptions } from './supervise/session.js';
+import { type PoolOptions, resolvePoolSize } from './supervise/warm-pool.js';
 
 /** Default name of the generated module (`from tools import ...`). */
 export const DEFAULT_MODULE_NAME = 'tools';
@@ -182,18 +182,6 @@ export function resolveSessionOptions(
       idleTimeoutMs === undefined ? codecall.idleTimeoutMs : positiveInteger(idleTimeoutMs, 'idleTimeoutMs'),
     limits: limits === undefined ? codecall.limits : resolveLimits(limits, codecall.limits),
   };
-}
-
-/**
- * The limits of one `execute` call: the codecall's, with the call's `limits` and `timeoutMs` over them.
- * @throws CodecallError `INVALID_CONFIG` naming the bad limit.
- */
-export function resolveRunLimits(limits: Limits, options: ExecuteOptions): Limits {
-  if (options.timeoutMs === undefined && options.limits === undefined) return limits;
-  return resolveLimits(
-    { ...options.limits, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}) },
-    limits,
-  );
 }
 
 function resolveSessionsOptions(value: unknown): ResolvedCodecallOptions['sessions'] {

@@ -10,9 +10,9 @@ import type { RegisteredTool, ToolSource } from '../tools/registered-tool.js';
 import { createToolRegistry, registerTool } from '../tools/registry.js';
 import type { ToolModuleDescriptor } from '../tools/types.js';
 import type { ResolvedCodecallOptions } from './codecall-options.js';
-import type { RunEnvironment } from './interpreter-launch.js';
-import { materializeModule, readPythonFiles } from './module-cache.js';
-import { prepareStateDirectories, type StateDirectories } from './state-directory.js';
+import type { RunEnvironment } from './launch/interpreter-launch.js';
+import { materializeModule, readPythonFiles } from './launch/module-cache.js';
+import { prepareStateDirectories, type StateDirectories } from './launch/state-directory.js';
 
 /** Directory of the shipped Python runtime (`python/` at the package root). */
 export const RUNTIME_DIR = fileURLToPath(new URL('../../python/', import.meta.url));

@@ -13,15 +13,16 @@ import {
   type CodecallOptions,
   type ExecuteOptions,
   resolveCodecallOptions,
-  resolveRunLimits,
   resolveSessionOptions,
 } from './codecall-options.js';
 import { CodecallPreparation, type Prepared } from './codecall-preparation.js';
-import { launchInterpreter } from './interpreter-launch.js';
-import { createRunId, runPooledScript, runScript } from './run-script.js';
+import { launchInterpreter } from './launch/interpreter-launch.js';
+import { createRunId } from './launch/run-directory.js';
 import { RunTracking } from './run-tracking.js';
-import { type CodecallSession, InterpreterSession, type SessionOptions } from './session.js';
-import { WarmPool } from './warm-pool.js';
+import { checkCode, limitsForCall } from './supervise/call-options.js';
+import { runPooledScript, runScript } from './supervise/run-script.js';
+import { type CodecallSession, InterpreterSession, type SessionOptions } from './supervise/session.js';
+import { WarmPool } from './supervise/warm-pool.js';
 
 export type { McpServerConfig } from '../mcp-client/server-config.js';
 export {
@@ -97,10 +98,8 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
     limits,
     moduleName,
     async execute(code, executeOptions = {}) {
-      if (typeof code !== 'string') {
-        throw new CodecallError('INVALID_CONFIG', `execute takes the script as a string, got ${typeof code}`);
-      }
-      const runLimits = resolveRunLimits(limits, executeOptions);
+      checkCode(code);
+      const runLimits = limitsForCall(limits, executeOptions);
       const { environment } = await prepare();
       const pooled = await pool?.take(environment, runLimits);
       try {

@@ -1,8 +1,8 @@
 import { CodecallError } from '../core/errors.js';
 import type { LimitReason } from '../core/isolation.js';
-import type { RunEnvironment } from './interpreter-launch.js';
-import type { InterpreterSession, SessionContext } from './session.js';
-import { SessionSlots } from './session-slots.js';
+import type { RunEnvironment } from './launch/interpreter-launch.js';
+import type { InterpreterSession, SessionContext } from './supervise/session.js';
+import { SessionSlots } from './supervise/session-slots.js';
 
 /** Options of {@link RunTracking}. */
 export interface RunTrackingOptions {

@@ -7,8 +7,8 @@ import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } fr
 import { CODECALL_VERSION } from '../core/package-version.js';
 import type { Artifact, ExecuteResult } from '../core/result.js';
 import type { Codecall } from '../engine/codecall.js';
-import { formatResultForModel } from '../engine/format-result.js';
-import type { CodecallSession } from '../engine/session.js';
+import { formatResultForModel } from '../engine/result/format-result.js';
+import type { CodecallSession } from '../engine/supervise/session.js';
 
 /** Images returned as MCP image content per call at most; further images stay listed in `structuredContent`. */
 export const MAX_IMAGE_CONTENTS = 10;

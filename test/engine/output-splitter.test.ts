@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { OutputSplitter, outputEndMarker } from '../../src/engine/output-splitter.js';
+import { OutputSplitter, outputEndMarker } from '../../src/engine/supervise/output-splitter.js';
 
 function recorder() {
   const events: string[] = [];

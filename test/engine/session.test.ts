@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CodecallError } from '../../src/core/errors.js';
-import { formatResultForModel } from '../../src/engine/format-result.js';
+import { formatResultForModel } from '../../src/engine/result/format-result.js';
 import { processAlive, useCodecalls } from '../support/codecall-fixture.js';
 import { add, sleep } from '../support/sample-tools.js';
 

@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import type { LimitReason } from '../../../src/core/isolation.js';
 import { type Limits, resolveLimits } from '../../../src/core/limits.js';
 import { RUNTIME_DIR } from '../../../src/engine/codecall.js';
-import { BOOT_COMMAND } from '../../../src/engine/run-script.js';
+import { BOOT_COMMAND } from '../../../src/engine/launch/interpreter-launch.js';
 import { buildScriptEnvironment } from '../../../src/sandbox/environment.js';
 import { resolvePythonInterpreter } from '../../../src/sandbox/interpreter.js';
 import type { SandboxRunner } from '../../../src/sandbox/runner.js';

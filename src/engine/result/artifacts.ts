@@ -1,7 +1,7 @@
 import { constants, readdirSync } from 'node:fs';
 import { copyFile, lstat, mkdir, rename, unlink } from 'node:fs/promises';
 import { extname, join } from 'node:path';
-import type { Artifact } from '../core/result.js';
+import type { Artifact } from '../../core/result.js';
 
 /** Files kept from one run's artifacts directory at most. */
 export const MAX_ARTIFACTS = 100;

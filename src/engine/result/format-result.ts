@@ -1,4 +1,4 @@
-import type { ExecuteResult } from '../core/result.js';
+import type { ExecuteResult } from '../../core/result.js';
 
 /** Traceback characters shown to the model at most (its end, where the error is). */
 export const MAX_TRACEBACK_CHARACTERS = 3_000;

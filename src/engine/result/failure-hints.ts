@@ -1,5 +1,5 @@
-import type { Limits } from '../core/limits.js';
-import type { ExecuteResult } from '../core/result.js';
+import type { Limits } from '../../core/limits.js';
+import type { ExecuteResult } from '../../core/result.js';
 
 /** What hints need to know about the tool module. */
 export interface HintContext {

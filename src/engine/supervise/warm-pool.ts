@@ -1,8 +1,8 @@
-import { CodecallError } from '../core/errors.js';
-import type { Limits } from '../core/limits.js';
-import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
-import { READY_NOTIFICATION } from '../rpc/protocol.js';
-import type { LaunchedInterpreter, RunEnvironment } from './interpreter-launch.js';
+import { CodecallError } from '../../core/errors.js';
+import type { Limits } from '../../core/limits.js';
+import { checkKnownKeys, knownKeys } from '../../core/option-checks.js';
+import { READY_NOTIFICATION } from '../../rpc/protocol.js';
+import type { LaunchedInterpreter, RunEnvironment } from '../launch/interpreter-launch.js';
 
 /** Largest `pool.size` accepted. */
 export const MAX_POOL_SIZE = 64;

@@ -27,23 +27,30 @@ export class OutputSplitter {
   readonly #handlers: OutputSplitterHandlers;
   #end: Buffer | undefined;
   #carry: Buffer | undefined;
+  /** Expecting output without an end marker: all of it is output. */
+  #unmarked = false;
 
   constructor(handlers: OutputSplitterHandlers) {
     this.#handlers = handlers;
   }
 
-  /** A script or cell with this nonce starts now: what follows is its output, up to its end marker. */
-  expect(nonce: string): void {
+  /**
+   * A script or cell with this nonce starts now: what follows is its output, up to its end marker. Without a nonce
+   * (a boot that writes no marker) everything up to the stream's close is its output.
+   */
+  expect(nonce: string | undefined): void {
     if (this.#carry !== undefined) this.#handlers.outside(this.#carry);
     this.#carry = undefined;
-    this.#end = outputEndMarker(nonce);
+    this.#end = nonce === undefined ? undefined : outputEndMarker(nonce);
+    this.#unmarked = nonce === undefined;
   }
 
   /** Feeds the next chunk of the stream. */
   push(chunk: Buffer): void {
     const end = this.#end;
     if (end === undefined) {
-      this.#handlers.outside(chunk);
+      if (this.#unmarked) this.#handlers.output(chunk);
+      else this.#handlers.outside(chunk);
       return;
     }
     let data = chunk;

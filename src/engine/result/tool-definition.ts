@@ -1,4 +1,4 @@
-import type { Codecall, ExecuteCodeToolDefinition } from './codecall.js';
+import type { Codecall, ExecuteCodeToolDefinition } from '../codecall.js';
 
 /**
  * The model-facing description of `execute_code` for a codecall: what the tool does, the functions scripts can

@@ -1,10 +1,10 @@
-import type { LimitReason } from '../core/isolation.js';
-import type { Limits } from '../core/limits.js';
-import type { ExecuteResult, ExecuteStatus, ScriptError } from '../core/result.js';
-import type { ScriptExceptionReport } from '../rpc/protocol.js';
+import type { LimitReason } from '../../core/isolation.js';
+import type { Limits } from '../../core/limits.js';
+import type { ExecuteResult, ExecuteStatus, ScriptError } from '../../core/result.js';
+import type { ScriptExceptionReport } from '../../rpc/protocol.js';
+import { type CapturedOutput, utf8PrefixEnd, utf8SuffixStart } from '../supervise/output-capture.js';
 import { failureHint, formatSeconds, type HintContext } from './failure-hints.js';
 import { decodeUtf8, sanitizeForModel } from './model-text.js';
-import { type CapturedOutput, utf8PrefixEnd, utf8SuffixStart } from './output-capture.js';
 
 /** What a finished run (or session cell) left for its result: exit, captured output, tool calls, limit reason. */
 export interface ProcessOutcome {

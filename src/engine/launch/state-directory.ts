@@ -1,7 +1,7 @@
 import { lstatSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CodecallError } from '../core/errors.js';
+import { CodecallError } from '../../core/errors.js';
 
 /** Folders codecall keeps its working files in. */
 export interface StateDirectories {

@@ -3,13 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Duplex, Readable, Writable } from 'node:stream';
-import { CodecallError } from '../core/errors.js';
-import type { Limits } from '../core/limits.js';
-import { ToolCallServer, type ToolCallServerOptions, type ToolLookup } from '../rpc/tool-call-server.js';
-import { buildScriptEnvironment } from '../sandbox/environment.js';
-import type { PythonInterpreter } from '../sandbox/interpreter.js';
-import type { PreparedLaunch, RunContainment, SandboxRunner } from '../sandbox/runner.js';
-import type { HintContext } from './failure-hints.js';
+import { CodecallError } from '../../core/errors.js';
+import type { Limits } from '../../core/limits.js';
+import type { ToolLookup } from '../../rpc/tool-call-server.js';
+import { buildScriptEnvironment } from '../../sandbox/environment.js';
+import type { PythonInterpreter } from '../../sandbox/interpreter.js';
+import type { PreparedLaunch, RunContainment, SandboxRunner } from '../../sandbox/runner.js';
+import type { HintContext } from '../result/failure-hints.js';
 import { forgetProcessGroup, signalProcessGroup, trackProcessGroup } from './process-registry.js';
 import {
   createRunDirectory,
@@ -113,29 +113,6 @@ export interface LaunchedInterpreter {
   release(): Promise<void>;
   /** Settles once {@link release} has taken the run directory away (its deletion and the runner's cleanup may go on). */
   readonly directoryRemoved: Promise<void>;
-}
-
-/** Handlers of the tool channel that differ between a one-shot run and a session. */
-export type ChannelHandlers = Pick<ToolCallServerOptions, 'onException' | 'onNotification' | 'onAbuse'>;
-
-/** The tool server of a launched interpreter: its channel, the run's tools, directory and channel limits. */
-export function createChannelServer(
-  launched: LaunchedInterpreter,
-  environment: RunEnvironment,
-  limits: Limits,
-  handlers: ChannelHandlers,
-): ToolCallServer {
-  return new ToolCallServer({
-    socket: launched.channel,
-    tools: environment.tools,
-    runId: launched.runId,
-    artifactsDir: launched.directory.artifacts,
-    maxToolCalls: limits.maxToolCalls,
-    toolCallTimeoutMs: limits.toolCallTimeoutMs,
-    maxFrameBytes: limits.maxFrameBytes,
-    maxConcurrentToolCalls: limits.maxConcurrentToolCalls,
-    ...handlers,
-  });
 }
 
 /**

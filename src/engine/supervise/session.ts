@@ -1,20 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
-import { CodecallAbortError, CodecallError } from '../core/errors.js';
-import { type Limits, resolveLimits } from '../core/limits.js';
-import type { ExecuteResult } from '../core/result.js';
-import { collectArtifacts } from './artifacts.js';
-import { launchInterpreter, type RunEnvironment } from './interpreter-launch.js';
-import { buildResult } from './run-result.js';
-import { createRunId } from './run-script.js';
-import { cellOutcome, type FinishedCell, SessionProcess } from './session-process.js';
+import { CodecallAbortError, CodecallError } from '../../core/errors.js';
+import type { Limits } from '../../core/limits.js';
+import type { ExecuteResult } from '../../core/result.js';
+import { launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
+import { createRunId } from '../launch/run-directory.js';
+import { finishResult, outputPathsOf } from '../result/finish-result.js';
+import { checkCode, limitsForCall } from './call-options.js';
+import { SessionProcess } from './session-process.js';
 import type { SessionSlots, SlotHolder } from './session-slots.js';
 
 /** Time without a cell after which a session's interpreter is stopped; its next cell starts fresh (`stateLost`). */
 export const DEFAULT_SESSION_IDLE_MS = 30 * 60_000;
 /** Session interpreters alive at once per codecall; past it the least recently used idle one is stopped. */
 export const DEFAULT_MAX_LIVE_SESSIONS = 16;
-export { CELL_INTERRUPT_GRACE_MS } from './session-process.js';
+export { CELL_INTERRUPT_GRACE_MS } from './stop-policy.js';
 
 /** Options of `codecall.session()`. */
 export interface SessionOptions {
@@ -107,17 +106,9 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
   }
 
   async execute(code: string, options: CellOptions = {}): Promise<ExecuteResult> {
-    if (typeof code !== 'string') {
-      throw new CodecallError('INVALID_CONFIG', `execute takes the code as a string, got ${typeof code}`);
-    }
+    checkCode(code);
     if (this.#closed) throw closedError();
-    const limits =
-      options.timeoutMs === undefined && options.limits === undefined
-        ? this.#limits
-        : resolveLimits(
-            { ...options.limits, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}) },
-            this.#limits,
-          );
+    const limits = limitsForCall(this.#limits, options);
     return this.#enqueue(() => this.#runCell(code, limits, options.signal));
   }
 
@@ -161,46 +152,34 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     const startedAt = performance.now();
     this.#busy = true;
     clearTimeout(this.#idleTimer);
-    let process: SessionProcess | undefined;
     try {
-      process = await this.#ensureProcess();
-      const { environment } = process;
+      const process = await this.#ensureProcess();
+      const { environment, launched } = process;
       this.#cells += 1;
       const id = this.#cells;
-      const onAbort = () => process?.stopCell('aborted');
-      signal?.addEventListener('abort', onAbort, { once: true });
-      let finished: FinishedCell;
+      const outputPaths = outputPathsOf(environment.outputRoot, `${launched.runId}-${id}`);
+      const outcome = await process.run({ id, code, limits, outputPath: outputPaths.stdout, signal });
+      const died = outcome.processEnded;
+      if (died) this.#stateLostUnreported = true;
+      const stateLost = this.#stateLostUnreported;
+      let result: ExecuteResult;
       try {
-        finished = await process.run({
-          id,
-          code,
+        result = await finishResult({
+          outcome,
           limits,
-          outputPath: join(environment.outputRoot, `${process.launched.runId}-${id}-stdout.txt`),
+          hintContext: environment.hintContext,
+          artifactsDirectory: launched.directory.artifacts,
+          outputPaths,
+          startedAt,
+          signal,
+          stateLost,
         });
       } finally {
-        signal?.removeEventListener('abort', onAbort);
+        // After the artifacts are out: forgetting the process releases its run directory.
+        if (died) this.#forgetProcess(process);
       }
-      const died = 'exit' in finished.end;
-      const outcome = await cellOutcome(finished, process.launched, environment);
-      const artifacts = await collectArtifacts(
-        process.launched.directory.artifacts,
-        join(environment.outputRoot, `${process.launched.runId}-${id}`),
-      );
-      if (died) this.#forgetProcess(process);
-      if (signal?.aborted && finished.cell.reason === 'aborted') {
-        if (died) this.#stateLostUnreported = true;
-        throw new CodecallAbortError(signal.reason);
-      }
-      const stateLost = died || this.#stateLostUnreported;
       this.#stateLostUnreported = false;
-      return buildResult({
-        outcome,
-        limits,
-        hintContext: environment.hintContext,
-        artifacts,
-        durationMs: performance.now() - startedAt,
-        stateLost,
-      });
+      return result;
     } finally {
       this.#busy = false;
       this.#context.slots.idle();

@@ -1,0 +1,55 @@
+import { join } from 'node:path';
+import { CodecallAbortError } from '../../core/errors.js';
+import type { Limits } from '../../core/limits.js';
+import type { ExecuteResult } from '../../core/result.js';
+import { collectArtifacts } from './artifacts.js';
+import type { HintContext } from './failure-hints.js';
+import { buildResult, type ProcessOutcome } from './run-result.js';
+
+/** Where a run's or a cell's saved outputs go below the output root: `<name>-stdout.txt` and the folder `<name>/`. */
+export interface OutputPaths {
+  /** The complete stdout, once it outgrew what the result keeps. */
+  readonly stdout: string;
+  /** The artifacts' folder. */
+  readonly artifacts: string;
+}
+
+/** The saved outputs of the run or cell named `name` (a run id, or a run id and a cell number). */
+export function outputPathsOf(outputRoot: string, name: string): OutputPaths {
+  return { stdout: join(outputRoot, `${name}-stdout.txt`), artifacts: join(outputRoot, name) };
+}
+
+/** Options of {@link finishResult}. */
+export interface FinishResultOptions {
+  readonly outcome: ProcessOutcome;
+  readonly limits: Limits;
+  readonly hintContext: Omit<HintContext, 'limits'>;
+  /** The artifacts directory the script wrote to, and where its files go. */
+  readonly artifactsDirectory: string;
+  readonly outputPaths: OutputPaths;
+  /** `performance.now()` when the call started. */
+  readonly startedAt: number;
+  /** The caller's signal: a run or cell stopped because it fired rejects instead of resolving. */
+  readonly signal?: AbortSignal | undefined;
+  /** Sessions: the interpreter was replaced (variables of earlier cells are gone). */
+  readonly stateLost?: boolean | undefined;
+}
+
+/**
+ * The result of a supervised run or cell: its artifacts moved out of the run directory, then the result built from the
+ * outcome. Run and cell alike reject with an AbortError when their signal stopped them.
+ */
+export async function finishResult(options: FinishResultOptions): Promise<ExecuteResult> {
+  const artifacts = await collectArtifacts(options.artifactsDirectory, options.outputPaths.artifacts);
+  if (options.outcome.reason === 'aborted' && options.signal?.aborted) {
+    throw new CodecallAbortError(options.signal.reason);
+  }
+  return buildResult({
+    outcome: options.outcome,
+    limits: options.limits,
+    hintContext: options.hintContext,
+    artifacts,
+    durationMs: performance.now() - options.startedAt,
+    stateLost: options.stateLost,
+  });
+}

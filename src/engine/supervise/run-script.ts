@@ -1,0 +1,114 @@
+import { CodecallAbortError } from '../../core/errors.js';
+import type { LimitReason } from '../../core/isolation.js';
+import type { Limits } from '../../core/limits.js';
+import type { ExecuteResult } from '../../core/result.js';
+import { type LaunchedInterpreter, launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
+import { createRunId } from '../launch/run-directory.js';
+import { finishResult, outputPathsOf } from '../result/finish-result.js';
+import { runFrame } from './hand-over.js';
+import { killPolicy } from './stop-policy.js';
+import { Supervisor } from './supervisor.js';
+
+/** Per-run options. */
+export interface RunOptions {
+  readonly limits: Limits;
+  readonly signal?: AbortSignal | undefined;
+  /** Called once the process runs with a function that stops it (for `close()`). */
+  readonly onStart?: ((stop: (reason: LimitReason) => void) => void) | undefined;
+  /**
+   * Takes the end of the run's cleanup (releasing the runner's resources, e.g. cgroups) so the result can be
+   * returned first; the caller must wait for it before it reports itself closed. The run directory is removed
+   * before the result either way. Without it the run awaits the whole cleanup.
+   */
+  readonly deferCleanup?: ((cleanup: Promise<void>) => void) | undefined;
+}
+
+/**
+ * Runs one script in a fresh interpreter: private directory, launch through the runner, then the supervisor (tool
+ * channel, output capture, limits, kill of the whole process tree), result, cleanup. Resolves with the result for
+ * every failure of the script; rejects only for host problems (spawn failure) and with an AbortError when `signal`
+ * fires.
+ */
+export async function runScript(
+  environment: RunEnvironment,
+  code: string,
+  options: RunOptions,
+): Promise<ExecuteResult> {
+  const startedAt = performance.now();
+  if (options.signal?.aborted) throw new CodecallAbortError(options.signal.reason);
+  const launched = await launchInterpreter(environment, {
+    runId: createRunId(),
+    limits: options.limits,
+    mode: 'cold',
+    script: code,
+  });
+  return superviseRun(environment, launched, options, startedAt, undefined);
+}
+
+/**
+ * Runs one script in a warm-pool interpreter (started with `launchInterpreter` in `pooled` mode with the same
+ * launch limits): `$run` hands the script over (the boot writes it to its file) as the channel, captures and timers
+ * start, and the run goes on exactly like a cold one. The interpreter is used for this run only.
+ */
+export async function runPooledScript(
+  environment: RunEnvironment,
+  launched: LaunchedInterpreter,
+  code: string,
+  options: RunOptions,
+): Promise<ExecuteResult> {
+  const startedAt = performance.now();
+  if (options.signal?.aborted) {
+    const cleanup = launched.release();
+    if (options.deferCleanup !== undefined) options.deferCleanup(cleanup);
+    else await cleanup;
+    throw new CodecallAbortError(options.signal.reason);
+  }
+  return superviseRun(environment, launched, options, startedAt, runFrame(code));
+}
+
+/** A one-shot interpreter's one run, supervised with the kill policy; its result; its release. */
+async function superviseRun(
+  environment: RunEnvironment,
+  launched: LaunchedInterpreter,
+  options: RunOptions,
+  startedAt: number,
+  handOver: string | undefined,
+): Promise<ExecuteResult> {
+  try {
+    const { limits } = options;
+    const outputPaths = outputPathsOf(environment.outputRoot, launched.runId);
+    const supervisor = new Supervisor({
+      process: launched,
+      tools: environment.tools,
+      isolation: environment.runner.isolation,
+      limits,
+    });
+    const outcome = await supervisor.supervise({
+      limits,
+      nonce: launched.outputNonce,
+      fullOutputPath: outputPaths.stdout,
+      stopPolicy: killPolicy(launched),
+      handOver,
+      signal: options.signal,
+      onStart: options.onStart,
+    });
+    return await finishResult({
+      outcome,
+      limits,
+      hintContext: environment.hintContext,
+      artifactsDirectory: launched.directory.artifacts,
+      outputPaths,
+      startedAt,
+      signal: options.signal,
+    });
+  } finally {
+    const cleanup = launched.release();
+    if (options.deferCleanup !== undefined) {
+      // The directory goes before the result (callers may rely on it); the runner's own cleanup may follow.
+      options.deferCleanup(cleanup);
+      await launched.directoryRemoved;
+    } else {
+      await cleanup;
+    }
+  }
+}

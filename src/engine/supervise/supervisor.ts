@@ -1,0 +1,411 @@
+import type { Readable } from 'node:stream';
+import type { IsolationLevel, LimitReason } from '../../core/isolation.js';
+import type { Limits } from '../../core/limits.js';
+import { CELL_DONE_NOTIFICATION, DONE_NOTIFICATION, type ScriptExceptionReport } from '../../rpc/protocol.js';
+import { exceptionReport, ToolCallServer, type ToolLookup } from '../../rpc/tool-call-server.js';
+import { type LaunchedInterpreter, type ProcessExit, settledWithin } from '../launch/interpreter-launch.js';
+import type { ProcessOutcome } from '../result/run-result.js';
+import { type ExitStatus, exitStatusOf, limitReasonOf } from './limit-reason.js';
+import { OutputCapture } from './output-capture.js';
+import { OutputSplitter, type OutputSplitterHandlers } from './output-splitter.js';
+import type { StopPolicy } from './stop-policy.js';
+
+/** How long output still in the pipes is read after the interpreter ended (or after a cell reported its end). */
+export const OUTPUT_DRAIN_MS = 250;
+
+const NO_CELL_RUNNING = 'no cell is running; tools can be called only while a cell runs';
+const CELL_ENDED = 'the cell has ended; tools can be called only while a cell runs';
+
+/** What a supervisor watches of an interpreter: a launched one, or a stand-in over in-memory streams. */
+export type SupervisedProcess = Pick<
+  LaunchedInterpreter,
+  | 'runId'
+  | 'directory'
+  | 'channel'
+  | 'stdout'
+  | 'stderr'
+  | 'containment'
+  | 'exited'
+  | 'exit'
+  | 'signal'
+  | 'killAll'
+  | 'holdEventLoop'
+>;
+
+/** Options of {@link Supervisor}. */
+export interface SupervisorOptions {
+  readonly process: SupervisedProcess;
+  /** The tools the script may call over the channel. */
+  readonly tools: ToolLookup;
+  /** The isolation the process has (how its exit status reads; what the result reports). */
+  readonly isolation: IsolationLevel;
+  /** Limits the process was started with: the channel's frame size, the output it may print while nothing runs. */
+  readonly limits: Limits;
+}
+
+/** Options of {@link Supervisor.supervise}: one run of a one-shot interpreter, or one cell of a session's. */
+export interface SuperviseOptions {
+  /** Limits of this run or cell (time, output, tool calls). */
+  readonly limits: Limits;
+  /** Nonce of the end marker the boot writes on stdout and stderr when the code is over (none: up to their close). */
+  readonly nonce: string | undefined;
+  /** Where the complete stdout is saved once it outgrows what the result keeps. */
+  readonly fullOutputPath: string;
+  /** How to stop it early: the one point where a run and a cell differ. */
+  readonly stopPolicy: StopPolicy;
+  /** The frame that hands the code over (`$run`, `$cell`), written first; none for a cold run (its file has it). */
+  readonly handOver?: string | undefined;
+  /**
+   * The cell this is: it ends at that cell's `$cell_done` once its output is complete, and the interpreter lives on.
+   * Without it this is the interpreter's one run, which ends at the boot's `$done` or the interpreter's exit.
+   */
+  readonly cellId?: number | undefined;
+  /** Aborting stops it with reason `aborted`. */
+  readonly signal?: AbortSignal | undefined;
+  /** Called once it is supervised, with a function that stops it (for `close()`). */
+  readonly onStart?: ((stop: (reason: LimitReason) => void) => void) | undefined;
+}
+
+/** What a supervised run or cell left for its result, and whether the interpreter ended with it. */
+export interface SupervisedOutcome extends ProcessOutcome {
+  /** The interpreter exited (or, for a run, its boot reported its exit): it cannot run anything more. */
+  readonly processEnded: boolean;
+}
+
+/** What `$cell_done` reported. */
+interface CellReport {
+  readonly exitCode: number;
+  readonly exception: ScriptExceptionReport | undefined;
+  /** Whether the boot could write the end marker on stdout / stderr (false when the cell closed the descriptor). */
+  readonly stdoutMarked: boolean;
+  readonly stderrMarked: boolean;
+}
+
+/** How a run or cell ended: with the interpreter (`reported` when its boot said so first), or by its cell report. */
+type End = { readonly exit: ProcessExit; readonly reported: boolean } | { readonly report: CellReport };
+
+/** One output stream of the interpreter, split at end markers for as long as the interpreter lives. */
+interface OutputStream {
+  readonly stream: Readable;
+  /** `output` is the running code's capture while it runs. */
+  readonly handlers: OutputSplitterHandlers;
+  readonly splitter: OutputSplitter;
+  /** The running code's end marker went by. */
+  markerSeen: boolean;
+  closed: boolean;
+  readonly onData: (chunk: Buffer) => void;
+  readonly onClose: () => void;
+}
+
+/** The run or cell being supervised. */
+interface Supervised {
+  readonly options: SuperviseOptions;
+  readonly stdout: OutputCapture;
+  readonly stderr: OutputCapture;
+  /** The first reason it was stopped for. */
+  stoppedFor: LimitReason | undefined;
+  /** Cancels the stop policy's pending steps; set once stopping started. */
+  cancelStop: (() => void) | undefined;
+  /** A run's uncaught exception, from `$exception` (a cell's comes in its report). */
+  exception: ScriptExceptionReport | undefined;
+  report: CellReport | undefined;
+  /** Ends a reported cell whose end markers do not come. */
+  drainTimer: NodeJS.Timeout | undefined;
+  end: End | undefined;
+  readonly resolveEnd: (end: End) => void;
+  readonly resolveOutputEnded: () => void;
+}
+
+function ignoreOutput(): void {}
+
+function outputEnded(output: OutputStream): boolean {
+  return output.markerSeen || output.closed;
+}
+
+/**
+ * Supervises an interpreter for one-shot runs (cold or pooled) and session cells alike: the tool channel, the output
+ * split at end markers into head-and-tail captures, the output-flood stop, the timeout, the abort wiring, the end
+ * (the exit, the boot's `$done`, or a cell's `$cell_done` with its markers), the drain of what is left in the pipes,
+ * and the limit reason of the outcome. How an overrunning run or cell is stopped is its {@link StopPolicy}.
+ */
+export class Supervisor {
+  readonly #process: SupervisedProcess;
+  readonly #isolation: IsolationLevel;
+  readonly #server: ToolCallServer;
+  readonly #streams: readonly [OutputStream, OutputStream];
+  readonly #outsideLimit: number;
+  #outsideBytes = 0;
+  #current: Supervised | undefined;
+
+  constructor(options: SupervisorOptions) {
+    const { process, limits } = options;
+    this.#process = process;
+    this.#isolation = options.isolation;
+    this.#outsideLimit = limits.maxOutputBytes;
+    this.#server = new ToolCallServer({
+      socket: process.channel,
+      tools: options.tools,
+      runId: process.runId,
+      artifactsDir: process.directory.artifacts,
+      maxToolCalls: limits.maxToolCalls,
+      toolCallTimeoutMs: limits.toolCallTimeoutMs,
+      maxFrameBytes: limits.maxFrameBytes,
+      maxConcurrentToolCalls: limits.maxConcurrentToolCalls,
+      onException: (report) => {
+        const current = this.#current;
+        if (current !== undefined && current.options.cellId === undefined) current.exception = report;
+      },
+      onNotification: (method, params) => this.#onNotification(method, params),
+      onAbuse: (reason) => this.stop(reason),
+    });
+    // Tools are called only while a run or cell is supervised.
+    this.#server.refuseCalls(NO_CELL_RUNNING);
+    this.#streams = [this.#readOutput(process.stdout), this.#readOutput(process.stderr)];
+    void process.exited.then((exit) => {
+      const current = this.#current;
+      if (current !== undefined) this.#settle(current, { exit, reported: false });
+    });
+  }
+
+  /** Whether a run or cell is supervised now. */
+  get running(): boolean {
+    return this.#current !== undefined;
+  }
+
+  /**
+   * Supervises one run or cell from its hand-over to its end, and reads its outcome. When it ends with the
+   * interpreter, what is left in the process group is killed at once and the channel is closed; a cell that ends by
+   * its report leaves the interpreter waiting for the next one.
+   */
+  async supervise(options: SuperviseOptions): Promise<SupervisedOutcome> {
+    if (this.#current !== undefined) throw new Error('a supervisor supervises one run or cell at a time');
+    const process = this.#process;
+    const { limits } = options;
+    // The code first: the interpreter takes a while to wake up, and everything below is set up in this same tick,
+    // before any of its output or calls can be read.
+    if (options.handOver !== undefined) process.channel.write(options.handOver);
+    process.holdEventLoop(true);
+    let resolveEnd!: (end: End) => void;
+    const ended = new Promise<End>((resolve) => {
+      resolveEnd = resolve;
+    });
+    let resolveOutputEnded!: () => void;
+    const allOutputEnded = new Promise<void>((resolve) => {
+      resolveOutputEnded = resolve;
+    });
+    const current: Supervised = {
+      options,
+      stdout: new OutputCapture({
+        keepBytes: limits.maxStdoutBytes,
+        fullOutputPath: options.fullOutputPath,
+        maxFullOutputBytes: limits.maxOutputBytes,
+      }),
+      stderr: new OutputCapture({ keepBytes: limits.maxStderrBytes }),
+      stoppedFor: undefined,
+      cancelStop: undefined,
+      exception: undefined,
+      report: undefined,
+      drainTimer: undefined,
+      end: undefined,
+      resolveEnd,
+      resolveOutputEnded,
+    };
+    this.#current = current;
+    this.#outsideBytes = 0;
+    const capture = (target: OutputCapture) => (chunk: Buffer) => {
+      target.push(chunk);
+      if (current.stdout.totalBytes + current.stderr.totalBytes > limits.maxOutputBytes) {
+        this.#stop(current, 'output');
+      }
+    };
+    const [stdout, stderr] = this.#streams;
+    stdout.handlers.output = capture(current.stdout);
+    stderr.handlers.output = capture(current.stderr);
+    for (const output of this.#streams) {
+      output.markerSeen = false;
+      output.splitter.expect(options.nonce);
+    }
+    this.#server.startBudget(limits);
+    const timeoutTimer = setTimeout(() => this.#stop(current, 'timeout'), limits.timeoutMs);
+    const onAbort = () => this.#stop(current, 'aborted');
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    options.onStart?.((reason) => this.#stop(current, reason));
+    // A pooled interpreter's channel was paused after `$ready`; the server listens now, so nothing is lost.
+    if (options.handOver !== undefined) process.channel.resume();
+    if (process.exit !== undefined) this.#settle(current, { exit: process.exit, reported: false });
+    this.#checkOutputEnded();
+
+    const end = await ended;
+    clearTimeout(timeoutTimer);
+    clearTimeout(current.drainTimer);
+    options.signal?.removeEventListener('abort', onAbort);
+    current.cancelStop?.();
+    let status: ExitStatus;
+    let exception: ScriptExceptionReport | undefined;
+    let containment: LimitReason | undefined;
+    if ('exit' in end) {
+      // Completion is the interpreter's exit (or its `$done`): whatever it left behind in its group goes now (a
+      // sandbox goes with its pid namespace); the runner's own sweep (e.g. of a cgroup) follows in the release.
+      process.signal('SIGKILL');
+      this.#server.end();
+      // What is still in the pipes, up to the end markers (or until they close): a process that escaped the group
+      // may hold them open, so the wait is bounded.
+      await settledWithin(allOutputEnded, OUTPUT_DRAIN_MS);
+      for (const output of this.#streams) {
+        output.splitter.flush();
+        output.handlers.output = ignoreOutput;
+        output.stream.off('data', output.onData);
+        output.stream.off('close', output.onClose);
+      }
+      this.#current = undefined;
+      const exited: ExitStatus =
+        'error' in end.exit ? { exitCode: null, signal: null } : { exitCode: end.exit.code, signal: end.exit.signal };
+      status = end.reported ? exited : exitStatusOf(exited, this.#isolation);
+      exception = current.exception;
+      if (current.stoppedFor === undefined && status.exitCode !== 0) {
+        containment = await process.containment?.limitReason?.();
+      }
+    } else {
+      this.#server.refuseCalls(CELL_ENDED);
+      for (const output of this.#streams) output.handlers.output = ignoreOutput;
+      this.#current = undefined;
+      process.holdEventLoop(false);
+      status = { exitCode: end.report.exitCode, signal: null };
+      exception = end.report.exception;
+    }
+    const toolCallLimitReached = this.#server.limitReached;
+    const reason = limitReasonOf({
+      stoppedFor: current.stoppedFor,
+      containment,
+      exitCode: status.exitCode,
+      signal: status.signal,
+      exception,
+      toolCallLimitReached,
+    });
+    const [stdoutCapture, stderrCapture] = await Promise.all([current.stdout.finish(), current.stderr.finish()]);
+    return {
+      exitCode: status.exitCode,
+      signal: status.signal,
+      reason,
+      stdout: stdoutCapture,
+      stderr: stderrCapture,
+      exception,
+      toolCalls: this.#server.toolCalls,
+      toolCallLimitReached,
+      isolation: this.#isolation,
+      processEnded: 'exit' in end,
+    };
+  }
+
+  /** Stops the running run or cell for `reason` by its stop policy (nothing when none runs). */
+  stop(reason: LimitReason): void {
+    const current = this.#current;
+    if (current !== undefined) this.#stop(current, reason);
+  }
+
+  /** Kills the interpreter now (reset, close, eviction of a session); a running cell ends with `reason`. */
+  kill(reason: LimitReason): Promise<void> {
+    const current = this.#current;
+    if (current !== undefined) current.stoppedFor ??= reason;
+    return this.#process.killAll();
+  }
+
+  #stop(current: Supervised, reason: LimitReason): void {
+    if (this.#current !== current) return;
+    current.stoppedFor ??= reason;
+    if (current.cancelStop !== undefined || current.end !== undefined) return;
+    current.cancelStop = current.options.stopPolicy.stop(reason);
+  }
+
+  #settle(current: Supervised, end: End): void {
+    if (current.end !== undefined) return;
+    current.end = end;
+    current.resolveEnd(end);
+  }
+
+  #readOutput(stream: Readable): OutputStream {
+    const handlers: OutputSplitterHandlers = {
+      output: ignoreOutput,
+      outside: (chunk) => this.#outside(chunk),
+      ended: () => {
+        output.markerSeen = true;
+        this.#checkOutputEnded();
+      },
+    };
+    const splitter = new OutputSplitter(handlers);
+    const output: OutputStream = {
+      stream,
+      handlers,
+      splitter,
+      markerSeen: false,
+      closed: false,
+      onData: (chunk: Buffer) => splitter.push(chunk),
+      onClose: () => {
+        splitter.flush();
+        output.closed = true;
+        this.#checkOutputEnded();
+      },
+    };
+    stream.on('data', output.onData);
+    stream.once('close', output.onClose);
+    if (stream.closed) output.onClose();
+    return output;
+  }
+
+  /** Bytes written while nothing runs (a background thread between cells) are dropped; a flood ends the interpreter. */
+  #outside(chunk: Buffer): void {
+    this.#outsideBytes += chunk.length;
+    if (this.#outsideBytes > this.#outsideLimit) void this.#process.killAll();
+  }
+
+  /** Ends a reported cell once its marked streams ended; tells a draining run when both streams have. */
+  #checkOutputEnded(): void {
+    const current = this.#current;
+    if (current === undefined) return;
+    const [stdout, stderr] = this.#streams;
+    const report = current.report;
+    if (
+      report !== undefined &&
+      (outputEnded(stdout) || !report.stdoutMarked) &&
+      (outputEnded(stderr) || !report.stderrMarked)
+    ) {
+      this.#settle(current, { report });
+    }
+    if (outputEnded(stdout) && outputEnded(stderr)) current.resolveOutputEnded();
+  }
+
+  #onNotification(method: string, params: unknown): void {
+    const current = this.#current;
+    if (current === undefined) return;
+    const { cellId } = current.options;
+    if (method === DONE_NOTIFICATION && cellId === undefined) {
+      const exitCode = (params as { exitCode?: unknown } | null)?.exitCode;
+      if (typeof exitCode === 'number' && Number.isInteger(exitCode)) {
+        this.#settle(current, { exit: { code: exitCode, signal: null }, reported: true });
+      }
+      return;
+    }
+    if (method !== CELL_DONE_NOTIFICATION || cellId === undefined || typeof params !== 'object' || params === null) {
+      return;
+    }
+    const done = params as Record<string, unknown>;
+    if (done.id !== cellId) return;
+    const exception = done.exception;
+    current.report = {
+      exitCode: typeof done.exitCode === 'number' && Number.isInteger(done.exitCode) ? done.exitCode : 1,
+      exception:
+        typeof exception === 'object' && exception !== null
+          ? exceptionReport(exception as Record<string, unknown>)
+          : undefined,
+      stdoutMarked: done.stdout === true,
+      stderrMarked: done.stderr === true,
+    };
+    // The end markers trail `$cell_done` through other pipes; a cell that redirected a descriptor never sends one.
+    this.#checkOutputEnded();
+    if (current.end === undefined && current.drainTimer === undefined) {
+      current.drainTimer = setTimeout(() => {
+        if (current.report !== undefined) this.#settle(current, { report: current.report });
+      }, OUTPUT_DRAIN_MS);
+    }
+  }
+}
