@@ -4,7 +4,6 @@ import {
   executeCodeInputSchema,
 } from '../codegen/execute-code-description.js';
 import type { GeneratedPythonModule } from '../codegen/python-module.js';
-import { CodecallError } from '../core/errors.js';
 import type { Limits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
 import type { ToolSourceStatus } from '../tools/registered-tool.js';

@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { CodecallError } from '../../src/core/errors.js';
 import type { CodecallOptions } from '../../src/engine/codecall.js';
 import { formatResultForModel } from '../../src/engine/result/format-result.js';
 import { defineTool } from '../../src/tools/define-tool.js';
