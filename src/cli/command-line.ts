@@ -6,6 +6,7 @@ import { type CodecallOptions, createCodecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/format-result.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
 import { runDoctor } from './doctor.js';
+import { terminalJson, terminalText } from './terminal-output.js';
 
 /** Exit status: the script succeeded. */
 export const EXIT_SUCCESS = 0;
@@ -74,7 +75,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   try {
     parsed = parseCommandLine(argv);
   } catch (error) {
-    process.stderr.write(`codecall: ${(error as Error).message}\n${USAGE}`);
+    process.stderr.write(`codecall: ${terminalText((error as Error).message)}\n${USAGE}`);
     return EXIT_BAD_CONFIGURATION;
   }
   const { values, positionals } = parsed;
@@ -106,7 +107,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
   } catch (error) {
     if (error instanceof UsageError || error instanceof CodecallError) {
-      process.stderr.write(`codecall: ${error.message}\n`);
+      process.stderr.write(`codecall: ${terminalText(error.message)}\n`);
       return EXIT_BAD_CONFIGURATION;
     }
     throw error;
@@ -148,7 +149,7 @@ async function runCommand(
   process.once('SIGTERM', stopOnSignal);
   try {
     const result = await codecall.execute(code);
-    process.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : formatResultForModel(result));
+    process.stdout.write(json ? `${terminalJson(result)}\n` : formatResultForModel(result));
     return result.status === 'success' ? EXIT_SUCCESS : EXIT_SCRIPT_FAILED;
   } finally {
     process.off('SIGINT', stopOnSignal);

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { EXIT_SCRIPT_FAILED, main } from './command-line.js';
+import { terminalText } from './terminal-output.js';
 
 main(process.argv.slice(2)).then(
   (status) => {
@@ -7,7 +8,7 @@ main(process.argv.slice(2)).then(
   },
   (error: unknown) => {
     process.stderr.write(
-      `codecall: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+      `codecall: internal error: ${terminalText(error instanceof Error ? (error.stack ?? error.message) : String(error))}\n`,
     );
     process.exitCode = EXIT_SCRIPT_FAILED;
   },

@@ -74,6 +74,12 @@ export interface CodecallOptions {
   readonly pool?: PoolOptions;
   /** Sessions of this codecall: live interpreters at once, and idle time before one is stopped. */
   readonly sessions?: SessionsOptions;
+  /**
+   * Mask secret-shaped tokens (API keys, access tokens, private keys, credentials next to their names) in stdout,
+   * stderr and the error before they reach the result and the model (default true). The full output saved on disk
+   * is not masked.
+   */
+  readonly redactSecrets?: boolean;
 }
 
 /** The `sessions` option of `createCodecall`. */
@@ -148,6 +154,7 @@ export const CODECALL_OPTION_NAMES: ReadonlySet<string> = new Set([
   'stateDir',
   'pool',
   'sessions',
+  'redactSecrets',
 ]);
 
 const SESSION_OPTIONS = new Set(['limits', 'idleTimeoutMs']);
@@ -189,6 +196,13 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       'INVALID_CONFIG',
       `sandbox must be one of ${SANDBOX_MODES.join(', ')}, got ${JSON.stringify(sandbox)}`,
       { sandbox },
+    );
+  }
+  const redactSecrets = options.redactSecrets ?? true;
+  if (typeof redactSecrets !== 'boolean') {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `redactSecrets must be true or false, got ${JSON.stringify(redactSecrets)}`,
     );
   }
   const python = options.python ?? DEFAULT_PYTHON;
@@ -319,6 +333,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
           environmentExtra: options.env,
           environmentPassthrough: options.envPassthrough,
           network: options.network ?? false,
+          redactSecrets,
           hintContext: {
             moduleName,
             functionNames: rootFunctions,

@@ -125,6 +125,7 @@ async function finishRun(
       hintContext: environment.hintContext,
       artifacts,
       durationMs: performance.now() - options.startedAt,
+      redactSecrets: environment.redactSecrets,
     });
   } finally {
     const cleanup = launched.release();

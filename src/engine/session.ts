@@ -200,6 +200,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
         artifacts,
         durationMs: performance.now() - startedAt,
         stateLost,
+        redactSecrets: environment.redactSecrets,
       });
     } finally {
       this.#busy = false;
