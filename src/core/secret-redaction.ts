@@ -100,6 +100,17 @@ function looksOpaque(value: string): boolean {
   return value.length >= WEAK_VALUE_MIN_LENGTH && /[0-9]/.test(value) && /[A-Za-z]/.test(value);
 }
 
+/**
+ * An unquoted word without digits, or an attribute path, is code or prose (`password = args.password`, `secret: True`,
+ * `your password: please.`), not a value.
+ */
+function looksLikeCode(text: string): boolean {
+  let end = text.length;
+  while (end > 0 && '.!?:'.includes(text[end - 1] ?? '')) end -= 1;
+  const value = text.slice(0, end);
+  return /^[A-Za-z_]+$/.test(value) || /^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$/.test(value);
+}
+
 function maskPrefixedTokens(text: string): string {
   return text.replace(PREFIXED_TOKEN, (match: string, ...groups: unknown[]) => {
     const index = groups.findIndex((group, position) => position < TOKEN_FAMILIES.length && group !== undefined);
@@ -150,10 +161,7 @@ function maskCredentialAssignments(text: string): string {
       const bare = quote === '' ? value : value.slice(1, closed ? -1 : undefined);
       if (alreadyMasked(bare)) return match;
       if (strongWord !== undefined) {
-        // A plain name after the separator is code (`password = args.password`), not a value.
-        if (bare.length < STRONG_VALUE_MIN_LENGTH || (quote === '' && /^[A-Za-z_][A-Za-z0-9_.]*$/.test(bare))) {
-          return match;
-        }
+        if (bare.length < STRONG_VALUE_MIN_LENGTH || (quote === '' && looksLikeCode(bare))) return match;
       } else if (!looksOpaque(bare)) {
         return match;
       }

@@ -198,7 +198,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       { sandbox },
     );
   }
-  const redactSecrets = options.redactSecrets ?? true;
+  const redactSecrets = options.redactSecrets === undefined ? true : options.redactSecrets;
   if (typeof redactSecrets !== 'boolean') {
     throw new CodecallError(
       'INVALID_CONFIG',
