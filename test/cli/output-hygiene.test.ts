@@ -53,7 +53,7 @@ const HOSTILE_SCRIPTS: readonly (readonly [string, string])[] = [
   ['a clipboard write in the message', "raise ValueError('\\x1b]52;c;ZXZpbA==\\x07copied')"],
   ['hidden text and a carriage return', "raise ValueError('shown\\x1b[8mhidden\\x1b[0m\\rover')"],
   ['C1 controls in the message', "raise ValueError('\\x9b2J\\x9d0;t\\x9c\\x85')"],
-  ['controls in the quoted source line', 'x = 1 # \x1b]52;c;ZXZpbA==\x07 \x1b[2J \u009b31m\nraise KeyError(x)'],
+  ['controls in the quoted source line', 'raise KeyError(1)  # \x1b]52;c;ZXZpbA==\x07 \x1b[2J \u009b31m \r'],
   ['controls in the type name', "raise type('Bad\\x1b[2J\\x9b31mError', (Exception,), {})('boom\\x07')"],
   [
     'a forged $exception frame',
