@@ -19,8 +19,9 @@ export interface RedactionOptions {
   readonly cutBefore?: boolean | undefined;
 }
 
-// A token starts where no token character precedes it, or right after a backslash escape (`\n` in JSON text).
-const TOKEN_START = String.raw`(?:(?<![A-Za-z0-9_-])|(?<=\\[a-z]))`;
+// A token starts where no token character precedes it, or right after a backslash escape (`\n` in JSON text): no
+// digit, `_` or `-` before it, and no letter but one escaped by a backslash.
+const TOKEN_START = String.raw`(?<![0-9_-]|(?<!\\)[A-Za-z])`;
 
 /** A family of tokens recognisable by a literal prefix: the prefix (kept) and the body (masked). */
 interface TokenFamily {
@@ -84,6 +85,8 @@ const CREDENTIAL_ASSIGNMENT = new RegExp(
     String.raw`("[^"\n]{1,256}"|'[^'\n]{1,256}'|["']?[^\s"'\x60,;&<>()[\]{}=][^\s"'\x60,;&<>()[\]{}]*)`,
   'gi',
 );
+// Every credential name contains one of these: text without any has no assignment to look at.
+const CREDENTIAL_NAME_GATE = /passw|passphrase|secret|key|credential|token|auth/i;
 const STRONG_VALUE_MIN_LENGTH = 6;
 const WEAK_VALUE_MIN_LENGTH = 16;
 
@@ -153,6 +156,7 @@ function maskPrivateKeys(text: string, cutBefore: boolean): string {
 }
 
 function maskCredentialAssignments(text: string): string {
+  if (!CREDENTIAL_NAME_GATE.test(text)) return text;
   return text.replace(
     CREDENTIAL_ASSIGNMENT,
     (match: string, name: string, strongWord: string | undefined, separator: string, value: string) => {
@@ -199,9 +203,11 @@ export function redactSecrets(text: string, options: RedactionOptions = {}): str
   let result = maskPrivateKeys(text, options.cutBefore === true);
   result = maskPrefixedTokens(result);
   result = maskAuthorizationValues(result);
-  result = result.replace(URL_PASSWORD, (match: string, head: string, password: string) =>
-    alreadyMasked(password) ? match : `${head}${REDACTION_MARK}`,
-  );
+  if (result.includes('://')) {
+    result = result.replace(URL_PASSWORD, (match: string, head: string, password: string) =>
+      alreadyMasked(password) ? match : `${head}${REDACTION_MARK}`,
+    );
+  }
   result = maskCredentialAssignments(result);
   if (options.cutAfter) result = maskCutToken(result);
   return result;
