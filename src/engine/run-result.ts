@@ -39,7 +39,7 @@ function renderCapture(
   capture: CapturedOutput,
   redactSecrets: boolean,
   notice: (head: number, tail: number) => string,
-) {
+): string {
   if (!capture.truncated) {
     return cleanScriptText(decodeUtf8(Buffer.concat([capture.head, capture.tail])), { redactSecrets });
   }
