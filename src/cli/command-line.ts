@@ -7,6 +7,7 @@ import { type CodecallOptions, createCodecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/result/format-result.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
 import { runDoctor } from './doctor.js';
+import { terminalJson, terminalText } from './terminal-output.js';
 
 /** Exit status: the script succeeded. */
 export const EXIT_SUCCESS = 0;
@@ -92,7 +93,7 @@ export async function main(
     return await runCommandLine(argv, streams);
   } catch (error) {
     streams.stderr.write(
-      `codecall: internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+      `codecall: internal error: ${terminalText(error instanceof Error ? (error.stack ?? error.message) : String(error))}\n`,
     );
     return EXIT_SCRIPT_FAILED;
   }
@@ -103,7 +104,7 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
   try {
     parsed = parseCommandLine(argv);
   } catch (error) {
-    streams.stderr.write(`codecall: ${(error as Error).message}\n${USAGE}`);
+    streams.stderr.write(`codecall: ${terminalText((error as Error).message)}\n${USAGE}`);
     return EXIT_BAD_CONFIGURATION;
   }
   const { values, positionals } = parsed;
@@ -139,7 +140,7 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
     }
   } catch (error) {
     if (error instanceof UsageError || error instanceof CodecallError) {
-      streams.stderr.write(`codecall: ${error.message}\n`);
+      streams.stderr.write(`codecall: ${terminalText(error.message)}\n`);
       return EXIT_BAD_CONFIGURATION;
     }
     throw error;
@@ -181,7 +182,7 @@ async function runCommand(
   process.once('SIGTERM', stopOnSignal);
   try {
     const result = await codecall.execute(code);
-    streams.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : formatResultForModel(result));
+    streams.stdout.write(json ? `${terminalJson(result)}\n` : formatResultForModel(result));
     return result.status === 'success' ? EXIT_SUCCESS : EXIT_SCRIPT_FAILED;
   } finally {
     process.off('SIGINT', stopOnSignal);

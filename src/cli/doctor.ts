@@ -13,6 +13,7 @@ function describeLimits(limits: Limits): string {
     `${limits.maxToolCalls} tool calls`,
     `tool call timeout ${formatSeconds(limits.toolCallTimeoutMs)}`,
     `stdout shown ${limits.maxStdoutBytes} bytes`,
+    `errors shown ${limits.maxErrorBytes} bytes`,
     `output ${mebibytes(limits.maxOutputBytes)}`,
     `memory ${mebibytes(limits.memoryBytes)}`,
     `${limits.maxProcesses} processes`,
@@ -67,6 +68,10 @@ export async function runDoctor(options: CodecallOptions, output: Writable): Pro
       line('mcp server', `${name}: ${state}`);
     }
     line('limits', describeLimits(codecall.limits));
+    line(
+      'secrets',
+      options.redactSecrets === false ? 'shown as printed (redactSecrets: false)' : 'masked in output and errors',
+    );
   } finally {
     await codecall.close();
   }

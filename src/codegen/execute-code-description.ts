@@ -106,7 +106,8 @@ function describeLimits(limits: Limits): string {
     `Limits: the script is stopped after ${formatSeconds(limits.timeoutMs)} and may make at most ` +
     `${plural(limits.maxToolCalls, 'tool call')}; one tool call may take up to ` +
     `${formatSeconds(limits.toolCallTimeoutMs)}. You see at most ${formatCount(limits.maxStdoutBytes)} bytes of ` +
-    'output (the beginning and the end of longer output), so print summaries, not raw data.'
+    'output (the beginning and the end of longer output), so print summaries, not raw data. Error messages and ' +
+    `tracebacks are cut to ${formatCount(limits.maxErrorBytes)} bytes.`
   );
 }
 

@@ -11,6 +11,8 @@ export const DEFAULT_TOOL_CALL_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_STDOUT_BYTES = 50_000;
 /** stderr bytes kept in the result. */
 export const DEFAULT_MAX_STDERR_BYTES = 10_000;
+/** Bytes of an exception's message, and of its traceback, kept in the result (head and tail, like stdout). */
+export const DEFAULT_MAX_ERROR_BYTES = 10_000;
 /** Total bytes a run may print (stdout and stderr together) before it is killed with reason `output`. */
 export const DEFAULT_MAX_OUTPUT_BYTES = 10 * 1024 * 1024;
 /** Address space of each process of the run (RLIMIT_AS), and the memory cgroup limit of the whole run. */
@@ -38,6 +40,8 @@ export interface Limits {
   maxStdoutBytes: number;
   /** stderr bytes kept. */
   maxStderrBytes: number;
+  /** Bytes of the exception's message, and of its traceback, kept (head 40 %, tail 60 %). */
+  maxErrorBytes: number;
   /** Total bytes the run may print before it is killed (reason `output`). */
   maxOutputBytes: number;
   /** Memory of each process (RLIMIT_AS) and of the whole run where cgroups are available. */
@@ -63,6 +67,7 @@ export const DEFAULT_LIMITS: Readonly<Omit<Limits, 'cpuSeconds'>> = Object.freez
   toolCallTimeoutMs: DEFAULT_TOOL_CALL_TIMEOUT_MS,
   maxStdoutBytes: DEFAULT_MAX_STDOUT_BYTES,
   maxStderrBytes: DEFAULT_MAX_STDERR_BYTES,
+  maxErrorBytes: DEFAULT_MAX_ERROR_BYTES,
   maxOutputBytes: DEFAULT_MAX_OUTPUT_BYTES,
   memoryBytes: DEFAULT_MEMORY_BYTES,
   maxProcesses: DEFAULT_MAX_PROCESSES,
@@ -78,6 +83,7 @@ const LIMIT_MINIMUMS: Readonly<Record<keyof Limits, number>> = {
   toolCallTimeoutMs: 1,
   maxStdoutBytes: 100,
   maxStderrBytes: 100,
+  maxErrorBytes: 100,
   maxOutputBytes: 1_000,
   memoryBytes: 32 * 1024 * 1024,
   maxProcesses: 1,

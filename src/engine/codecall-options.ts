@@ -49,6 +49,12 @@ export interface CodecallOptions {
   readonly pool?: PoolOptions;
   /** Sessions of this codecall: live interpreters at once, and idle time before one is stopped. */
   readonly sessions?: SessionsOptions;
+  /**
+   * Mask secret-shaped tokens (API keys, access tokens, private keys, credentials next to their names) in stdout,
+   * stderr and the error before they reach the result and the model (default true). The full output saved on disk
+   * is not masked.
+   */
+  readonly redactSecrets?: boolean;
 }
 
 /** The `sessions` option of `createCodecall`. */
@@ -88,6 +94,7 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   stateDir: true,
   pool: true,
   sessions: true,
+  redactSecrets: true,
 });
 
 const SESSIONS_OPTION_NAMES = knownKeys<keyof SessionsOptions>({ maxLive: true, idleTimeoutMs: true });
@@ -110,6 +117,7 @@ export interface ResolvedCodecallOptions {
   /** `env` and `envPassthrough`, checked and copied. */
   readonly variables: ScriptVariables;
   readonly network: boolean;
+  readonly redactSecrets: boolean;
   /** Absolute path of the state folder. */
   readonly stateRoot: string;
   readonly poolSize: number;
@@ -146,6 +154,14 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
       network,
     });
   }
+  const redactSecrets = given.redactSecrets ?? true;
+  if (typeof redactSecrets !== 'boolean') {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `redactSecrets must be true or false, got ${JSON.stringify(redactSecrets)}`,
+      { redactSecrets },
+    );
+  }
   return {
     limits,
     moduleName: given.moduleName ?? DEFAULT_MODULE_NAME,
@@ -158,6 +174,7 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
     mcpServers: parseMcpServers(given.mcpServers ?? {}),
     variables: checkScriptVariables({ extra: given.env, passthrough: given.envPassthrough }),
     network,
+    redactSecrets,
     stateRoot: resolvePath(checkPath(given.stateDir, 'stateDir') ?? defaultStateRoot()),
     poolSize: resolvePoolSize(given.pool),
     sessions: resolveSessionsOptions(given.sessions),

@@ -141,7 +141,7 @@ export class CodecallPreparation {
     readonly dynamicTools: readonly RegisteredTool[];
     readonly failedSources: readonly { name: string; error: string }[];
   }): Promise<Prepared> {
-    const { moduleName, python, variables, network } = this.#options;
+    const { moduleName, python, variables, network, redactSecrets } = this.#options;
     const { directories, modules } = listing;
     const [interpreter, runner] = await Promise.all([resolvePythonInterpreter(python), listing.runner]);
     if (interpreter.stdlibModuleNames.includes(moduleName)) {
@@ -180,6 +180,7 @@ export class CodecallPreparation {
         environmentExtra: variables.extra,
         environmentPassthrough: variables.passthrough,
         network,
+        redactSecrets,
         hintContext: {
           moduleName,
           functionNames: rootFunctions,

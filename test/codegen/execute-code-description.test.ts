@@ -60,7 +60,7 @@ Functions in \`tools\` (\`from tools import ...\`):
 Functions in \`tools.github\` (\`from tools.github import ...\`):
 - create_issue(title: str) -> Any — Create an issue.
 
-Limits: the script is stopped after 300 seconds and may make at most 1,000 tool calls; one tool call may take up to 60 seconds. You see at most 50,000 bytes of output (the beginning and the end of longer output), so print summaries, not raw data.
+Limits: the script is stopped after 300 seconds and may make at most 1,000 tool calls; one tool call may take up to 60 seconds. You see at most 50,000 bytes of output (the beginning and the end of longer output), so print summaries, not raw data. Error messages and tracebacks are cut to 10,000 bytes.
 
 The script runs in a sandbox with a private working directory; reach files and services outside it through the tools. It has no network access.`);
   });
@@ -85,7 +85,7 @@ There are 3 functions, too many to list here:
 - \`tools.github\`: 1 function
 Find the ones you need with \`print(tools.search_tools("what you want to do"))\` (name, signature and description of the best matches) and read one's arguments with \`help(tools.<function>)\`.
 
-Limits: the script is stopped after 1.5 seconds and may make at most 1 tool call; one tool call may take up to 1 second. You see at most 1,234,567 bytes of output (the beginning and the end of longer output), so print summaries, not raw data.`);
+Limits: the script is stopped after 1.5 seconds and may make at most 1 tool call; one tool call may take up to 1 second. You see at most 1,234,567 bytes of output (the beginning and the end of longer output), so print summaries, not raw data. Error messages and tracebacks are cut to 10,000 bytes.`);
   });
 
   it('switches to the module list above 40 functions by default', () => {
@@ -124,7 +124,7 @@ Limits: the script is stopped after 1.5 seconds and may make at most 1 tool call
       '`tools` has no functions at the moment.',
       'Limits: the script is stopped after 300 seconds and may make at most 1,000 tool calls; one tool call may ' +
         'take up to 60 seconds. You see at most 50,000 bytes of output (the beginning and the end of longer ' +
-        'output), so print summaries, not raw data.',
+        'output), so print summaries, not raw data. Error messages and tracebacks are cut to 10,000 bytes.',
       'The script may run in a sandbox; reach files and services outside it through the tools.',
       'These tool sources failed to load, so their functions are missing:\n' +
         '- slack: spawn npx ENOENT at ChildProcess\n' +

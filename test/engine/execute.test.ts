@@ -342,7 +342,8 @@ describe('limits and cleanup', () => {
     process.env.GITHUB_TOKEN = 'ghp_test_secret';
     process.env.TZ = 'UTC';
     try {
-      const codecall = codecallWith();
+      // Output as printed: masking would hide the leak this test looks for.
+      const codecall = codecallWith({ redactSecrets: false });
       const result = await codecall.execute('import os, json\nprint(json.dumps(dict(os.environ)))');
       const environment = JSON.parse(result.stdout) as Record<string, string>;
       expect(environment.OPENAI_API_KEY).toBeUndefined();

@@ -59,6 +59,8 @@ export interface RunEnvironment {
   readonly environmentPassthrough?: readonly string[] | undefined;
   readonly network: boolean;
   readonly hintContext: Omit<HintContext, 'limits'>;
+  /** Mask secret-shaped tokens in what the result carries (the `redactSecrets` option; default true). */
+  readonly redactSecrets?: boolean | undefined;
 }
 
 /** Options of {@link launchInterpreter}. */

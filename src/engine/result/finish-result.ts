@@ -33,6 +33,8 @@ export interface FinishResultOptions {
   readonly signal?: AbortSignal | undefined;
   /** Sessions: the interpreter was replaced (variables of earlier cells are gone). */
   readonly stateLost?: boolean | undefined;
+  /** Mask secret-shaped tokens in what the result carries (the `redactSecrets` option; default true). */
+  readonly redactSecrets?: boolean | undefined;
 }
 
 /**
@@ -51,5 +53,6 @@ export async function finishResult(options: FinishResultOptions): Promise<Execut
     artifacts,
     durationMs: performance.now() - options.startedAt,
     stateLost: options.stateLost,
+    redactSecrets: options.redactSecrets,
   });
 }

@@ -1,9 +1,12 @@
 import type { ExecuteResult } from '../../core/result.js';
+import { boundScriptText, cleanErrorType, cleanScriptText } from '../../core/script-text.js';
 
-/** Traceback characters shown to the model at most (its end, where the error is). */
-export const MAX_TRACEBACK_CHARACTERS = 3_000;
-/** stderr characters shown to the model when a failed run has no traceback. */
-export const MAX_STDERR_CHARACTERS_FOR_MODEL = 2_000;
+/** Traceback bytes shown to the model at most (its head and its tail, where the error is). */
+export const MAX_TRACEBACK_BYTES_FOR_MODEL = 3_000;
+/** Bytes of an error message shown to the model when there is no traceback. */
+export const MAX_ERROR_MESSAGE_BYTES_FOR_MODEL = 3_000;
+/** stderr bytes shown to the model when a failed run has no error. */
+export const MAX_STDERR_BYTES_FOR_MODEL = 2_000;
 /** What the model is told when a session's interpreter was replaced. */
 export const STATE_LOST_NOTICE =
   "[the session's interpreter was restarted: variables of earlier cells are gone; define them again]";
@@ -16,8 +19,16 @@ const STATUS_LABELS: Record<ExecuteResult['status'], string> = {
   limit: 'limit reached',
 };
 
-function tailOf(text: string, characters: number): string {
-  return text.length <= characters ? text : `…${text.slice(text.length - characters)}`;
+// The result is sanitised and bounded when it is built; the text is cleaned here again so that a result from
+// elsewhere (deserialised, built by hand) cannot put escape sequences in it either, and the error parts are shown
+// bounded. Cleaning clean text changes nothing. Secrets are not masked here: that is the result's option, applied
+// when it was built.
+function clean(text: string): string {
+  return cleanScriptText(text, { redactSecrets: false });
+}
+
+function bounded(text: string, maxBytes: number): string {
+  return boundScriptText(text, { maxBytes, redactSecrets: false });
 }
 
 /**
@@ -26,7 +37,7 @@ function tailOf(text: string, characters: number): string {
  */
 export function formatResultForModel(result: ExecuteResult): string {
   const parts: string[] = [];
-  const stdout = result.stdout.replace(/\n+$/, '');
+  const stdout = clean(result.stdout).replace(/\n+$/, '');
   if (stdout.length > 0) parts.push(stdout);
   if (result.status === 'success') {
     if (parts.length === 0) parts.push('(the script printed nothing; print the values you need)');
@@ -38,12 +49,15 @@ export function formatResultForModel(result: ExecuteResult): string {
   const error = result.error;
   if (error !== undefined) {
     const traceback = error.traceback?.trim();
-    if (traceback) lines.push(tailOf(traceback, MAX_TRACEBACK_CHARACTERS));
-    else lines.push(`${error.type}: ${error.message}`);
+    if (traceback) lines.push(bounded(traceback, MAX_TRACEBACK_BYTES_FOR_MODEL));
+    else {
+      const type = cleanErrorType(error.type, { redactSecrets: false });
+      lines.push(`${type}: ${bounded(error.message, MAX_ERROR_MESSAGE_BYTES_FOR_MODEL)}`);
+    }
   } else if (result.stderr.trim().length > 0) {
-    lines.push(tailOf(result.stderr.trim(), MAX_STDERR_CHARACTERS_FOR_MODEL));
+    lines.push(bounded(result.stderr.trim(), MAX_STDERR_BYTES_FOR_MODEL));
   }
-  if (result.hint) lines.push(`[hint] ${result.hint}`);
+  if (result.hint) lines.push(`[hint] ${clean(result.hint)}`);
   if (result.stateLost) lines.push(STATE_LOST_NOTICE);
   if (parts.length > 0) parts.push('');
   parts.push(...lines);

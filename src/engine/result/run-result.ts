@@ -1,10 +1,12 @@
 import type { LimitReason } from '../../core/isolation.js';
 import type { Limits } from '../../core/limits.js';
 import type { ExecuteResult, ExecuteStatus, ScriptError } from '../../core/result.js';
+import { cleanScriptError, cleanScriptText } from '../../core/script-text.js';
+import { decodeUtf8 } from '../../core/text-sanitizer.js';
+import { omissionNotice, utf8PrefixEnd, utf8SuffixStart } from '../../core/text-truncation.js';
 import type { ScriptExceptionReport } from '../../rpc/protocol.js';
-import { type CapturedOutput, utf8PrefixEnd, utf8SuffixStart } from '../supervise/output-capture.js';
+import type { CapturedOutput } from '../supervise/output-capture.js';
 import { failureHint, formatSeconds, type HintContext } from './failure-hints.js';
-import { decodeUtf8, sanitizeForModel } from './model-text.js';
 
 /** What a finished run (or session cell) left for its result: exit, captured output, tool calls, limit reason. */
 export interface ProcessOutcome {
@@ -28,26 +30,43 @@ export interface BuildResultOptions {
   readonly durationMs: number;
   /** Sessions: the interpreter was replaced (variables of earlier cells are gone). */
   readonly stateLost?: boolean | undefined;
+  /** Mask secret-shaped tokens in stdout, stderr and the error (default true). */
+  readonly redactSecrets?: boolean | undefined;
 }
 
-function renderStdout(capture: CapturedOutput): string {
-  if (!capture.truncated) return sanitizeForModel(decodeUtf8(Buffer.concat([capture.head, capture.tail])));
+/** Decodes, sanitises and (when asked) redacts a capture; a truncated one gets `notice` between its head and tail. */
+function renderCapture(
+  capture: CapturedOutput,
+  redactSecrets: boolean,
+  notice: (head: number, tail: number) => string,
+): string {
+  if (!capture.truncated) {
+    return cleanScriptText(decodeUtf8(Buffer.concat([capture.head, capture.tail])), { redactSecrets });
+  }
   const head = capture.head.subarray(0, utf8PrefixEnd(capture.head));
   const tail = capture.tail.subarray(utf8SuffixStart(capture.tail));
-  const omitted = capture.totalBytes - head.length - tail.length;
+  return (
+    cleanScriptText(decodeUtf8(head), { redactSecrets, cutAfter: true }) +
+    notice(head.length, tail.length) +
+    cleanScriptText(decodeUtf8(tail), { redactSecrets, cutBefore: true })
+  );
+}
+
+function renderStdout(capture: CapturedOutput, redactSecrets: boolean): string {
   const where = capture.fullOutputPath
     ? `; the ${capture.fullOutputComplete ? 'complete' : 'first part of the'} output is in ${capture.fullOutputPath}`
     : '';
-  const notice = `\n[… ${omitted} bytes omitted: kept the first ${head.length} and the last ${tail.length} of ${capture.totalBytes} bytes${where} …]\n`;
-  return `${sanitizeForModel(decodeUtf8(head))}${notice}${sanitizeForModel(decodeUtf8(tail))}`;
+  return renderCapture(capture, redactSecrets, (headBytes, tailBytes) =>
+    omissionNotice({ headBytes, tailBytes, totalBytes: capture.totalBytes, where }),
+  );
 }
 
-function renderStderr(capture: CapturedOutput): string {
-  if (!capture.truncated) return sanitizeForModel(decodeUtf8(Buffer.concat([capture.head, capture.tail])));
-  const head = capture.head.subarray(0, utf8PrefixEnd(capture.head));
-  const tail = capture.tail.subarray(utf8SuffixStart(capture.tail));
-  const omitted = capture.totalBytes - head.length - tail.length;
-  return `${sanitizeForModel(decodeUtf8(head))}\n[… ${omitted} bytes of stderr omitted …]\n${sanitizeForModel(decodeUtf8(tail))}`;
+function renderStderr(capture: CapturedOutput, redactSecrets: boolean): string {
+  return renderCapture(
+    capture,
+    redactSecrets,
+    (headBytes, tailBytes) => `\n[… ${capture.totalBytes - headBytes - tailBytes} bytes of stderr omitted …]\n`,
+  );
 }
 
 function scriptError(outcome: ProcessOutcome, limits: Limits, stderr: string): ScriptError | undefined {
@@ -98,11 +117,15 @@ export function buildResult(options: BuildResultOptions): ExecuteResult {
           : outcome.exitCode === 0
             ? 'success'
             : 'error';
-  const stderr = renderStderr(outcome.stderr);
-  const error = status === 'success' ? undefined : scriptError(outcome, limits, stderr);
+  const redactSecrets = options.redactSecrets ?? true;
+  const stderr = renderStderr(outcome.stderr, redactSecrets);
+  const rawError = status === 'success' ? undefined : scriptError(outcome, limits, stderr);
+  // The exception's type, message and traceback come from the script (a forged `$exception` frame included).
+  const error =
+    rawError === undefined ? undefined : cleanScriptError(rawError, { maxBytes: limits.maxErrorBytes, redactSecrets });
   const base = {
     status,
-    stdout: renderStdout(outcome.stdout),
+    stdout: renderStdout(outcome.stdout, redactSecrets),
     stderr,
     exitCode: outcome.exitCode,
     ...(outcome.signal !== null ? { signal: outcome.signal } : {}),

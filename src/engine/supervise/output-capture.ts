@@ -1,7 +1,5 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
-
-/** Share of the kept bytes taken from the start of the output; the rest comes from its end. */
-export const HEAD_SHARE = 0.4;
+import { HEAD_SHARE } from '../../core/text-truncation.js';
 
 /** What a capture kept of a stream. */
 export interface CapturedOutput {
@@ -123,24 +121,4 @@ export class OutputCapture {
     this.#fileBytes += piece.length;
     this.#file?.write(piece);
   }
-}
-
-/** Moves `end` back so that `bytes.subarray(0, end)` does not end inside a UTF-8 character. */
-export function utf8PrefixEnd(bytes: Buffer): number {
-  let end = bytes.length;
-  let back = 0;
-  while (end - back - 1 >= 0 && back < 4 && ((bytes[end - back - 1] ?? 0) & 0xc0) === 0x80) back += 1;
-  const leadIndex = end - back - 1;
-  if (leadIndex < 0) return end;
-  const lead = bytes[leadIndex] ?? 0;
-  const length = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-  if (length > back + 1) end = leadIndex;
-  return end;
-}
-
-/** Index of the first byte of `bytes` that does not continue a UTF-8 character. */
-export function utf8SuffixStart(bytes: Buffer): number {
-  let start = 0;
-  while (start < bytes.length && start < 4 && ((bytes[start] ?? 0) & 0xc0) === 0x80) start += 1;
-  return start;
 }

@@ -100,6 +100,7 @@ async function superviseRun(
       outputPaths,
       startedAt,
       signal: options.signal,
+      redactSecrets: environment.redactSecrets,
     });
   } finally {
     const cleanup = launched.release();

@@ -173,6 +173,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
           startedAt,
           signal,
           stateLost,
+          redactSecrets: environment.redactSecrets,
         });
       } finally {
         // After the artifacts are out: forgetting the process releases its run directory.

@@ -1,3 +1,6 @@
+// What the script prints or reports (stdout, stderr, exception type, message and traceback) passes through here before
+// a model or a terminal sees it.
+
 const decoder = new TextDecoder('utf-8', { fatal: false });
 
 // CSI, OSC (ended by BEL or ST), DCS/SOS/PM/APC strings, and two-byte escapes.
@@ -12,7 +15,7 @@ export function decodeUtf8(bytes: Uint8Array): string {
 }
 
 /**
- * Makes script output safe to show a model or a terminal: terminal escape sequences removed, `\r\n` folded to `\n`,
+ * Makes script text (output, exception messages, tracebacks) safe to show a model or a terminal: terminal escape sequences removed, `\r\n` folded to `\n`,
  * a lone `\r` made a newline, and other control characters (NUL included) written as visible `\xNN` escapes.
  */
 export function sanitizeForModel(text: string): string {
