@@ -154,7 +154,7 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
       network,
     });
   }
-  const redactSecrets = given.redactSecrets ?? true;
+  const redactSecrets = given.redactSecrets === undefined ? true : given.redactSecrets;
   if (typeof redactSecrets !== 'boolean') {
     throw new CodecallError(
       'INVALID_CONFIG',
