@@ -5,13 +5,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  createCodecall,
-  defineTool,
-  generatePythonModule,
-  resolveLimits,
-  resolvePythonInterpreter,
-} from '../dist/index.js';
+import { generatePythonModule } from '../dist/codegen/python-module.js';
+import { resolveLimits } from '../dist/core/limits.js';
+import { createCodecall, defineTool } from '../dist/index.js';
+import { resolvePythonInterpreter } from '../dist/sandbox/interpreter.js';
 import {
   bareBubblewrapLauncher,
   median,
