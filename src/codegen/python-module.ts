@@ -1,4 +1,5 @@
 import { CodecallError } from '../core/errors.js';
+import { plural } from '../core/wording.js';
 import type { ToolDescriptor, ToolModuleDescriptor } from '../tools/types.js';
 import { shortenText, summarizeDescription } from './description-summary.js';
 import {
@@ -133,10 +134,6 @@ function renderAll(names: readonly string[]): string {
 function renderModuleDocstring(text: string): string {
   const escaped = escapeDocstringText(text.trim());
   return escaped.includes('\n') ? `"""${escaped}\n"""` : `"""${escaped}"""`;
-}
-
-function plural(count: number, word: string): string {
-  return `${count} ${word}${count === 1 ? '' : 's'}`;
 }
 
 /** A module: docstring and header blocks one blank line apart, then definitions two blank lines apart (PEP 8). */

@@ -18,9 +18,10 @@ import type { JsonSchema, Tool, ToolModuleDescriptor } from '../tools/types.js';
 
 export type { McpServerConfig } from '../mcp-client/server-config.js';
 
-import { CodecallError } from '../core/errors.js';
-import { type Limits, resolveLimits } from '../core/limits.js';
+import { CodecallError, errorMessage } from '../core/errors.js';
+import { type Limits, resolveCallLimits, resolveLimits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
+import { defaultStateRoot } from '../core/state-folders.js';
 import { launchInterpreter } from './interpreter-launch.js';
 import { materializeModule, readPythonFiles } from './module-cache.js';
 import { createRunId, type RunEnvironment, runPooledScript, runScript } from './run-script.js';
@@ -32,7 +33,7 @@ import {
   type SessionOptions,
 } from './session.js';
 import { SessionSlots } from './session-slots.js';
-import { defaultStateRoot, prepareStateDirectories, type StateDirectories } from './state-directory.js';
+import { prepareStateDirectories, type StateDirectories } from './state-directory.js';
 import { type PoolOptions, resolvePoolSize, WarmPool } from './warm-pool.js';
 
 /** Default name of the generated module (`from tools import ...`). */
@@ -261,7 +262,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
         try {
           return { source, listing: await source.load() };
         } catch (error) {
-          return { source, error: error instanceof Error ? error.message : String(error) };
+          return { source, error: errorMessage(error) };
         }
       }),
     );
@@ -347,16 +348,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       if (typeof code !== 'string') {
         throw new CodecallError('INVALID_CONFIG', `execute takes the script as a string, got ${typeof code}`);
       }
-      const runLimits =
-        executeOptions.timeoutMs === undefined && executeOptions.limits === undefined
-          ? limits
-          : resolveLimits(
-              {
-                ...executeOptions.limits,
-                ...(executeOptions.timeoutMs !== undefined ? { timeoutMs: executeOptions.timeoutMs } : {}),
-              },
-              limits,
-            );
+      const runLimits = resolveCallLimits(limits, executeOptions);
       const { environment } = await prepare();
       const pooled = await pool?.take(environment, runLimits);
       let stopRun: ((reason: LimitReason) => void) | undefined;

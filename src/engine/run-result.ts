@@ -1,8 +1,9 @@
 import type { LimitReason } from '../core/isolation.js';
 import type { Limits } from '../core/limits.js';
 import type { ExecuteResult, ExecuteStatus, ScriptError } from '../core/result.js';
+import { formatSeconds } from '../core/wording.js';
 import type { ScriptExceptionReport } from '../rpc/protocol.js';
-import { failureHint, formatSeconds, type HintContext } from './failure-hints.js';
+import { failureHint, type HintContext } from './failure-hints.js';
 import { decodeUtf8, sanitizeForModel } from './model-text.js';
 import { type CapturedOutput, utf8PrefixEnd, utf8SuffixStart } from './output-capture.js';
 
@@ -73,7 +74,10 @@ function scriptError(outcome: ProcessOutcome, limits: Limits, stderr: string): S
     case 'pids':
       return { type: 'ProcessLimit', message: `the script exceeded its limit of ${limits.maxProcesses} processes` };
     case 'cpu':
-      return { type: 'CpuLimit', message: `the script used more than ${limits.cpuSeconds} s of CPU time` };
+      return {
+        type: 'CpuLimit',
+        message: `the script used more than ${formatSeconds(limits.cpuSeconds * 1000)} of CPU time`,
+      };
     default:
       break;
   }

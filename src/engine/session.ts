@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { CodecallAbortError, CodecallError } from '../core/errors.js';
-import { type Limits, resolveLimits } from '../core/limits.js';
+import { type Limits, resolveCallLimits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
 import { collectArtifacts } from './artifacts.js';
 import { launchInterpreter, type RunEnvironment } from './interpreter-launch.js';
@@ -111,13 +111,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
       throw new CodecallError('INVALID_CONFIG', `execute takes the code as a string, got ${typeof code}`);
     }
     if (this.#closed) throw closedError();
-    const limits =
-      options.timeoutMs === undefined && options.limits === undefined
-        ? this.#limits
-        : resolveLimits(
-            { ...options.limits, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}) },
-            this.#limits,
-          );
+    const limits = resolveCallLimits(this.#limits, options);
     return this.#enqueue(() => this.#runCell(code, limits, options.signal));
   }
 

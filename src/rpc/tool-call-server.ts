@@ -1,4 +1,5 @@
 import type { Duplex } from 'node:stream';
+import { isRecord } from '../core/values.js';
 import type { ArgumentCheck, RegisteredTool } from '../tools/registered-tool.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
 import type { ToolContext } from '../tools/types.js';
@@ -210,11 +211,11 @@ export class ToolCallServer {
       this.#reply(encodeErrorReply(null, ChannelErrorCode.parseError, 'parse error: the frame is not valid JSON'));
       return;
     }
-    if (typeof message !== 'object' || message === null || Array.isArray(message)) {
+    if (!isRecord(message)) {
       this.#reply(encodeErrorReply(null, ChannelErrorCode.invalidRequest, 'invalid request: expected a JSON object'));
       return;
     }
-    const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown };
+    const { id, method, params } = message;
     if (id === undefined && typeof method === 'string' && method.startsWith(NOTIFICATION_PREFIX)) {
       this.#onNotification(method, params);
       return;
@@ -229,7 +230,7 @@ export class ToolCallServer {
       this.#reply(encodeErrorReply(id, ChannelErrorCode.invalidRequest, 'invalid request: "method" must be a string'));
       return;
     }
-    if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
+    if (params !== undefined && !isRecord(params)) {
       this.#reply(
         encodeErrorReply(
           id,

@@ -2,6 +2,8 @@ import { closeSync, lchownSync, openSync, readdirSync, readFileSync, realpathSyn
 import { dirname, join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { CodecallError } from '../core/errors.js';
+import { isInside } from '../core/paths.js';
+import { signalProcess } from '../core/processes.js';
 import {
   etcArguments,
   groupContent,
@@ -22,7 +24,6 @@ import { openSeccompProgram } from './seccomp.js';
 import {
   createStagingNamespace,
   findNsenter,
-  isInside,
   isReachableBy,
   type StagingNamespace,
   type StagingRoot,
@@ -480,7 +481,7 @@ class BubblewrapContainment implements RunContainment {
       return;
     }
     if (controlChannel === undefined) {
-      killQuietly(pid);
+      signalProcess(pid, 'SIGKILL');
       throw new CodecallError(
         'SANDBOX_UNAVAILABLE',
         'the bubblewrap runner asked for a control channel (plan.controlChannel) and the engine did not pass one',
@@ -507,8 +508,8 @@ class BubblewrapContainment implements RunContainment {
       this.cgroups.startWatchdog();
     } catch (cause) {
       controlChannel.destroy();
-      killQuietly(pid);
-      if (this.sandboxPid !== undefined) killQuietly(this.sandboxPid);
+      signalProcess(pid, 'SIGKILL');
+      if (this.sandboxPid !== undefined) signalProcess(this.sandboxPid, 'SIGKILL');
       throw new CodecallError(
         'SANDBOX_UNAVAILABLE',
         `cannot put the sandbox into its cgroups (${(cause as Error).message})`,
@@ -545,14 +546,6 @@ function childrenOf(pid: number): number[] {
     if (text !== '') children.push(...text.split(/\s+/).map(Number));
   }
   return children;
-}
-
-function killQuietly(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // Gone already.
-  }
 }
 
 /** Reads `"child-pid": N` from bwrap's `--json-status-fd` JSON: the sandbox's first process, as the host sees it. */

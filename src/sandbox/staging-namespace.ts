@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
-import { dirname, join, sep } from 'node:path';
+import { dirname, join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { isInside } from '../core/paths.js';
 
 /**
  * bwrap resolves every bind source as the sandbox user, so when the host is root and the sandbox user is 65534, a
@@ -36,11 +37,6 @@ export interface StagingNamespace {
   readonly roots: readonly StagingRoot[];
   /** Where `path` (inside a staged root) is reachable inside the namespace, or undefined when it is not staged. */
   reachable(path: string): string | undefined;
-}
-
-/** Whether `path` lies inside `root` (or is it). */
-export function isInside(path: string, root: string): boolean {
-  return path === root || path.startsWith(root.endsWith(sep) ? root : `${root}${sep}`);
 }
 
 function allows(
