@@ -10,7 +10,12 @@ import {
   renderPythonFunction,
   SYNC_CALL_HELPER,
 } from './python-function.js';
-import { assignPythonIdentifiers, isPythonIdentifier, RESERVED_MODULE_NAMES } from './python-identifiers.js';
+import {
+  assignPythonIdentifiers,
+  isPythonIdentifier,
+  RESERVED_MODULE_NAMES,
+  RUNTIME_HELPER_NAMES,
+} from './python-identifiers.js';
 import { escapeDocstringText, pythonStringLiteral } from './python-literals.js';
 
 /** Longest description stored per function in the `search_tools` catalog (`help()` shows the whole one). */
@@ -220,16 +225,14 @@ function renderRootModule(moduleName: string, root: PlannedModule, submodules: r
     ...root.functions.map((plan) => plan.pythonName),
     'ToolError',
     'search_tools',
-    'json_parse',
-    'shell_quote',
-    'retry',
+    ...RUNTIME_HELPER_NAMES,
   ];
   return renderPythonFile({
     docstring,
     header: [
       'from __future__ import annotations',
       renderImports([
-        'ToolError, json_parse, retry, shell_quote',
+        ['ToolError', ...[...RUNTIME_HELPER_NAMES].sort()].join(', '),
         'call as _runtime_call',
         'search_catalog as _search_catalog',
       ]),

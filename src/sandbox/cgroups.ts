@@ -11,6 +11,7 @@ import {
 } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { LimitReason } from '../core/isolation.js';
 import { isProcessAlive, signalProcess } from '../core/processes.js';
 
@@ -285,7 +286,8 @@ function tryWrite(path: string, value: string): boolean {
   }
 }
 
-function readText(path: string): string | undefined {
+/** The text of a kernel file (`/proc`, `/sys`), or undefined when it cannot be read. */
+export function readText(path: string): string | undefined {
   try {
     return readFileSync(path, 'utf8');
   } catch {
@@ -514,10 +516,6 @@ function killListed(directory: string): void {
     const pid = Number(line.trim());
     if (Number.isInteger(pid) && pid > 0) signalProcess(pid, 'SIGKILL');
   }
-}
-
-function sleep(milliseconds: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, milliseconds));
 }
 
 /**
