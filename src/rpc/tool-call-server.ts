@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream';
 import { isRecord } from '../core/values.js';
+import { formatSeconds } from '../core/wording.js';
 import type { ArgumentCheck, RegisteredTool } from '../tools/registered-tool.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
 import type { ToolContext } from '../tools/types.js';
@@ -112,7 +113,7 @@ export class ToolCallServer {
         encodeErrorReply(
           call.id,
           ChannelErrorCode.toolCallTimeout,
-          `${call.tool.descriptor.name}: the tool call timed out after ${this.#budget.toolCallTimeoutMs} ms`,
+          `${call.tool.descriptor.name}: the tool call timed out after ${formatSeconds(this.#budget.toolCallTimeoutMs)}`,
         ),
       );
     }
