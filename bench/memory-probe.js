@@ -1,7 +1,8 @@
 // Started by bench/run.js in a fresh Node process (so earlier figures' memory does not count): the peak growth of this
 // process's resident memory while N scripts sleep at once, per script. Prints one JSON line.
 // Usage: node --expose-gc bench/memory-probe.js codecall|bare COUNT STATE_DIR
-import { createCodecall, resolvePythonInterpreter } from '../dist/index.js';
+import { createCodecall } from '../dist/index.js';
+import { resolvePythonInterpreter } from '../dist/sandbox/interpreter.js';
 import { timeConcurrentSpawns } from './measure.js';
 
 const [mode = 'codecall', countText = '64', stateDir] = process.argv.slice(2);

@@ -4,14 +4,12 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import {
-  createCodecall,
-  defineTool,
-  generatePythonModule,
-  resolveLimits,
-  resolvePythonInterpreter,
-} from '../dist/index.js';
+import { generatePythonModule } from '../dist/codegen/python-module.js';
+import { resolveLimits } from '../dist/core/limits.js';
+import { createCodecall, defineTool } from '../dist/index.js';
+import { resolvePythonInterpreter } from '../dist/sandbox/interpreter.js';
 import {
   bareBubblewrapLauncher,
   median,
@@ -55,7 +53,6 @@ const row = ({ figure, value, unit, digits = 1, baseline, baselineName, target, 
 const print = (...parts) => process.stderr.write(`${parts.join(' ')}\n`);
 
 const interpreter = await resolvePythonInterpreter('python3');
-const sleep = (milliseconds) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 const echo = defineTool({
   name: 'echo',
   description: 'Returns its arguments.',

@@ -5,8 +5,10 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createCodecall, resolveLimits, resolvePythonInterpreter } from '../dist/index.js';
+import { resolveLimits } from '../dist/core/limits.js';
+import { createCodecall } from '../dist/index.js';
 import { describeSandboxProbe, probeSandbox } from '../dist/sandbox/bubblewrap-probe.js';
+import { resolvePythonInterpreter } from '../dist/sandbox/interpreter.js';
 import { bareBubblewrapLauncher, median } from './measure.js';
 
 const RUNS = Number(process.argv[2] ?? 40);

@@ -6,12 +6,64 @@ subprocesses must not inherit it), applies the run's resource limits, runs the s
 exception over the channel so the host gets its exact type and message.
 
 `main_pooled()` shares that preparation for a warm-pool interpreter: it waits for its script over the channel
-(`$run`, see the protocol document), then runs it exactly like `main()`. Sessions start in `codecall_session`.
+(`$run`, see the protocol document), then runs it exactly like `main()`. Sessions start in `codecall_session`, which
+prepares the process with this module's public functions.
+
+This module also holds the wire vocabulary (below) for the runtime and the session: every interpreter imports it
+first, so they read these names from here at no import cost, where a module of their own would add an import to
+every run.
 """
 import sys
 
 # `posix` is built in; `os` would cost a millisecond of imports that a script printing one line never needs.
 import posix
+
+# The wire vocabulary, as the host defines it in src/rpc/protocol.ts (same names) and src/core/launch-layout.ts
+# (`BootVariable`); the protocol parity test compares the two.
+
+
+class BootVariable:
+    """Environment variables through which the host tells the boot and the runtime their settings."""
+
+    CHANNEL_FILE_DESCRIPTOR = "CODECALL_CHANNEL_FD"
+    MAX_FRAME_BYTES = "CODECALL_MAX_FRAME_BYTES"
+    OUTPUT_NONCE = "CODECALL_OUTPUT_NONCE"
+    RESOURCE_LIMITS = "CODECALL_RLIMITS"
+
+
+class ChannelErrorCode:
+    """Error codes of the tool channel (JSON-RPC 2.0 where it has one; see the protocol document)."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    UNKNOWN_TOOL = -32601
+    INVALID_ARGUMENTS = -32602
+    TOOL_FAILED = -32000
+    TOOL_CALL_LIMIT = -32001
+    TOOL_CALL_TIMEOUT = -32002
+    FRAME_TOO_LARGE = -32003
+    RUN_ENDED = -32004
+
+
+# Notifications start with this (a tool name never does).
+NOTIFICATION_PREFIX = "$"
+# Script → host: the script's uncaught exception.
+EXCEPTION_NOTIFICATION = "$exception"
+# Script → host: the script has finished; the interpreter exits with `exitCode` right after.
+DONE_NOTIFICATION = "$done"
+# Script → host: a warm-pool interpreter is prepared and waits for its script.
+READY_NOTIFICATION = "$ready"
+# Host → script: the script a warm-pool interpreter runs.
+RUN_NOTIFICATION = "$run"
+# Host → script: one cell of a session.
+CELL_NOTIFICATION = "$cell"
+# Script → host: a session cell finished.
+CELL_DONE_NOTIFICATION = "$cell_done"
+# The output end marker is the prefix, the nonce, the suffix.
+OUTPUT_END_MARKER_PREFIX = "\0codecall-end-"
+OUTPUT_END_MARKER_SUFFIX = "\0"
+# Largest frame when the host does not say (its default `maxFrameBytes`).
+DEFAULT_MAX_FRAME_BYTES = 16 << 20
 
 _RLIMIT_NAMES = {
     "as": "RLIMIT_AS",
@@ -29,7 +81,7 @@ def _environment(name, default=""):
 
 
 def _channel_descriptor():
-    return int(_environment("CODECALL_CHANNEL_FD", "-1"))
+    return int(_environment(BootVariable.CHANNEL_FILE_DESCRIPTOR, "-1"))
 
 
 # The end marker's nonce of a cold or pooled run, taken out of the environment before the script runs.
@@ -38,7 +90,7 @@ _output_nonce = None
 
 def _take_output_nonce():
     global _output_nonce
-    name = b"CODECALL_OUTPUT_NONCE"
+    name = BootVariable.OUTPUT_NONCE.encode()
     value = posix.environ.pop(name, None)
     if value is not None:
         # Not the script's business, nor its subprocesses'.
@@ -46,21 +98,29 @@ def _take_output_nonce():
         _output_nonce = value.decode("ascii", "replace")
 
 
-def _output_end_marker(nonce):
+def output_end_marker(nonce):
     """The bytes that end a script's or a cell's output on stdout and stderr (the host's `outputEndMarker`)."""
-    return ("\0codecall-end-%s\0" % nonce).encode()
+    return (OUTPUT_END_MARKER_PREFIX + nonce + OUTPUT_END_MARKER_SUFFIX).encode()
 
 
-def _write_marker(descriptor, marker):
+def _write_all(descriptor, data):
+    # One write may take only part of the data (a pipe or a socket with little room).
+    while data:
+        data = data[posix.write(descriptor, data):]
+
+
+def write_marker(descriptor, marker):
+    """Writes an end marker straight to the descriptor; says whether it could (the script may have closed it)."""
     try:
-        while marker:
-            marker = marker[posix.write(descriptor, marker):]
+        _write_all(descriptor, marker)
         return True
     except OSError:
         return False
 
 
-def _prepare_channel():
+def prepare_channel():
+    """Takes the output nonce out of the environment and marks the channel close-on-exec (the script's subprocesses
+    must not inherit it)."""
     _take_output_nonce()
     descriptor = _channel_descriptor()
     if descriptor >= 0:
@@ -72,8 +132,25 @@ def _prepare_channel():
     posix.closerange(max(descriptor, 2) + 1, 65536)
 
 
-def _apply_limits(skip=()):
-    specification = _environment("CODECALL_RLIMITS")
+def set_resource_limit(resource, constant, soft, hard=None):
+    """Sets a resource limit (`hard` defaults to the current hard limit), never above the current hard limit, which
+    only a privileged process could raise; says whether the kernel took it."""
+    _, current_hard = resource.getrlimit(constant)
+    if hard is None:
+        hard = current_hard
+    if current_hard != resource.RLIM_INFINITY:
+        soft = min(soft, current_hard)
+        hard = min(hard, current_hard)
+    try:
+        resource.setrlimit(constant, (soft, hard))
+        return True
+    except (ValueError, OSError):
+        return False
+
+
+def apply_limits(skip=()):
+    """Applies the run's resource limits (the host's `CODECALL_RLIMITS`), except those named in `skip`."""
+    specification = _environment(BootVariable.RESOURCE_LIMITS)
     if not specification:
         return
     import resource
@@ -85,15 +162,7 @@ def _apply_limits(skip=()):
             continue
         soft = int(value)
         # CPU: SIGXCPU at the soft limit, SIGKILL a second later, so the host can tell a CPU kill apart.
-        hard = soft + 1 if name == "cpu" else soft
-        _, current_hard = resource.getrlimit(constant)
-        if current_hard != resource.RLIM_INFINITY:
-            soft = min(soft, current_hard)
-            hard = min(hard, current_hard)
-        try:
-            resource.setrlimit(constant, (soft, hard))
-        except (ValueError, OSError):
-            pass
+        set_resource_limit(resource, constant, soft, soft + 1 if name == "cpu" else soft)
 
 
 def _internal_prefixes():
@@ -123,7 +192,7 @@ def _hide_internal_frames(report, prefixes, seen):
     _hide_internal_frames(report.__context__, prefixes, seen)
 
 
-def _describe(error, traceback_object):
+def describe_exception(error, traceback_object):
     """Writes the traceback (script frames only) to stderr; returns the `$exception` parameters."""
     import traceback
 
@@ -143,20 +212,20 @@ def _describe(error, traceback_object):
 
 
 def _report(error, traceback_object):
-    params = _describe(error, traceback_object)
+    params = describe_exception(error, traceback_object)
     runtime = sys.modules.get("codecall_runtime")
     if runtime is not None:
-        runtime._notify("$exception", params)
+        # Through the runtime's channel, whose lock keeps a thread's frame whole.
+        runtime.send_notification(EXCEPTION_NOTIFICATION, params)
     else:
         descriptor = _channel_descriptor()
         if descriptor < 0:
             return
         import json
 
-        frame = (json.dumps({"method": "$exception", "params": params}) + "\n").encode()
+        frame = (json.dumps({"method": EXCEPTION_NOTIFICATION, "params": params}) + "\n").encode()
         try:
-            while frame:
-                frame = frame[posix.write(descriptor, frame):]
+            _write_all(descriptor, frame)
         except OSError:
             pass
 
@@ -186,7 +255,8 @@ class _Quitter:
         raise SystemExit(code)
 
 
-def _install_builtins():
+def install_builtins():
+    """Adds `help`, `exit` and `quit`, which `site` would have installed."""
     builtins = sys.modules["builtins"]
     if not hasattr(builtins, "help"):
         builtins.help = _Helper()
@@ -216,7 +286,7 @@ def _run(path, source=None):
     try:
         exec(code, module.__dict__)
     except SystemExit as error:
-        return _exit_status(error)
+        return exit_status(error)
     except BaseException as error:
         # Skip this file's own frame: the model should see its script, not the boot.
         _report(error, error.__traceback__.tb_next if error.__traceback__ else None)
@@ -274,10 +344,10 @@ def _finish(status):
     status &= 0xFF
     # The host takes the output as complete at the markers, without waiting for the pipes to close (under a sandbox,
     # they close only when the sandbox is torn down).
-    marker = _output_end_marker(_output_nonce) if _output_nonce else None
+    marker = output_end_marker(_output_nonce) if _output_nonce else None
     for descriptor in (1, 2):
         if marker is not None:
-            _write_marker(descriptor, marker)
+            write_marker(descriptor, marker)
         try:
             posix.close(descriptor)
         except OSError:
@@ -291,14 +361,12 @@ def _send_done(status):
     if descriptor < 0:
         return
     runtime = sys.modules.get("codecall_runtime")
-    channel = getattr(runtime, "_channel", None)
     # A thread of the script may be writing a frame: wait for it (briefly), never cut a frame in two.
-    if channel is not None and not channel._write_lock.acquire(timeout=0.5):
+    if runtime is not None and not runtime.stop_writes(0.5):
         return
-    frame = b'{"method":"$done","params":{"exitCode":%d}}\n' % status
+    frame = ('{"method":"%s","params":{"exitCode":%d}}\n' % (DONE_NOTIFICATION, status)).encode()
     try:
-        while frame:
-            frame = frame[posix.write(descriptor, frame):]
+        _write_all(descriptor, frame)
     except OSError:
         pass
 
@@ -312,40 +380,40 @@ def _script_path():
 
 def main():
     """Prepares the process and runs the script named by the first argument; exits with its status."""
-    _prepare_channel()
-    _apply_limits()
-    _install_builtins()
+    prepare_channel()
+    apply_limits()
+    install_builtins()
     _run_main(_script_path())
 
 
 def main_pooled():
     """A warm-pool interpreter: prepares the process like `main()`, says `$ready`, waits for `$run`, then writes
     the script it carries to the path named by the first argument and runs it exactly like `main()`."""
-    _prepare_channel()
-    _apply_limits()
-    _install_builtins()
+    prepare_channel()
+    apply_limits()
+    install_builtins()
     path = _script_path()
     import codecall_runtime
 
-    channel = codecall_runtime._get_channel()
+    channel = codecall_runtime.get_channel()
     # Paid here, before the script is handed over, what every run pays on its way: the first compile() builds the
     # AST types (about 2 ms) and the first real one runs the compiler's paths cold, the first decoded frame warms its
     # path up, the first import of `gc` and `atexit` goes through the import system, and the script's file is
     # created (the script cannot see it before it runs).
     compile(b"", path, "exec")
     exec(compile(b"import sys\nvalue = [len(sys.argv), {'key': 'text'}]\n", path, "exec"), {})
-    channel._decode_json(b'{"method":"$run","params":{"code":""}}')
+    channel.decode(('{"method":"%s","params":{"code":""}}' % RUN_NOTIFICATION).encode())
     import atexit
     import gc
 
     descriptor = posix.open(path, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL, 0o600)
-    channel.notify("$ready", {})
+    channel.notify(READY_NOTIFICATION, {})
     while True:
         message = channel.next_notification()
         if message is None:
             # The host closed the pool: nothing ran, nothing to clean up.
             posix._exit(0)
-        if message.get("method") == "$run":
+        if message.get("method") == RUN_NOTIFICATION:
             break
     params = message.get("params")
     code = params.get("code") if type(params) is dict else None
@@ -353,15 +421,14 @@ def main_pooled():
         code = ""
     source = code.encode("utf-8", "surrogatepass")
     try:
-        data = source
-        while data:
-            data = data[posix.write(descriptor, data):]
+        _write_all(descriptor, source)
     finally:
         posix.close(descriptor)
     _run_main(path, source)
 
 
-def _exit_status(error):
+def exit_status(error):
+    """The exit status `SystemExit` asks for, as the interpreter computes it (a message goes to stderr, status 1)."""
     code = error.code
     if code is None:
         return 0

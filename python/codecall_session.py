@@ -8,6 +8,7 @@ import sys
 import posix
 
 import codecall_boot as _boot
+from codecall_boot import CELL_DONE_NOTIFICATION, CELL_NOTIFICATION
 
 
 class _Session:
@@ -58,18 +59,12 @@ def _cell_cpu_limit(seconds):
     # (whole seconds, so most cells find the limit already where it belongs and skip the call).
     try:
         import resource
-
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        soft = int(usage.ru_utime + usage.ru_stime) + 1 + int(seconds)
-        if _Session.cpu_limit == soft:
-            return
-        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-        if hard != resource.RLIM_INFINITY:
-            soft = min(soft, hard)
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    except ImportError:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(usage.ru_utime + usage.ru_stime) + 1 + int(seconds)
+    if _Session.cpu_limit != soft and _boot.set_resource_limit(resource, resource.RLIMIT_CPU, soft):
         _Session.cpu_limit = soft
-    except (ImportError, ValueError, OSError):
-        pass
 
 
 def _flush_streams():
@@ -90,7 +85,7 @@ def _run_cell(namespace, params):
     if type(cpu_seconds) is int and cpu_seconds > 0:
         _cell_cpu_limit(cpu_seconds)
     # The host counts what the streams carry from the moment it sent the cell; the end markers close the cell.
-    end = _boot._output_end_marker(nonce)
+    end = _boot.output_end_marker(nonce)
     filename = "<cell %d>" % cell
     status = 0
     exception = None
@@ -100,7 +95,7 @@ def _run_cell(namespace, params):
             compiled = compile(code, filename, "exec")
         except SyntaxError as error:
             status = 1
-            exception = _boot._describe(error, None)
+            exception = _boot.describe_exception(error, None)
         else:
             import linecache
 
@@ -112,20 +107,21 @@ def _run_cell(namespace, params):
                 _Session.running = False
             except SystemExit as error:
                 _Session.running = False
-                status = _boot._exit_status(error)
+                status = _boot.exit_status(error)
             except BaseException as error:
                 _Session.running = False
                 status = 1
                 # Skip this file's own frame: the model should see its cell, not the boot.
-                exception = _boot._describe(error, error.__traceback__.tb_next if error.__traceback__ else None)
+                traceback_object = error.__traceback__.tb_next if error.__traceback__ else None
+                exception = _boot.describe_exception(error, traceback_object)
     except KeyboardInterrupt as error:
         # The interrupt landed between the cell's end and the flag being cleared: it still ends this cell.
         _Session.running = False
         status = 1
         exception = {"type": "KeyboardInterrupt", "message": "", "traceback": ""}
     _flush_streams()
-    wrote_stdout = _boot._write_marker(1, end)
-    wrote_stderr = _boot._write_marker(2, end)
+    wrote_stdout = _boot.write_marker(1, end)
+    wrote_stderr = _boot.write_marker(2, end)
     return {"id": cell, "exitCode": status, "exception": exception, "stdout": wrote_stdout, "stderr": wrote_stderr}
 
 
@@ -136,16 +132,16 @@ def main():
     """
     import _signal
 
-    _boot._prepare_channel()
+    _boot.prepare_channel()
     # CPU time is limited per cell (see _cell_cpu_limit); the other limits hold for the whole session.
-    _boot._apply_limits(skip=("cpu",))
-    _boot._install_builtins()
+    _boot.apply_limits(skip=("cpu",))
+    _boot.install_builtins()
     interrupts = _take_interrupt_pipe()
     import _thread
 
     import codecall_runtime
 
-    channel = codecall_runtime._get_channel()
+    channel = codecall_runtime.get_channel()
     module = type(sys)("__main__")
     module.__builtins__ = __builtins__
     sys.modules["__main__"] = module
@@ -159,11 +155,11 @@ def main():
             message = channel.next_notification()
             if message is None:
                 break
-            if message.get("method") != "$cell" or type(message.get("params")) is not dict:
+            if message.get("method") != CELL_NOTIFICATION or type(message.get("params")) is not dict:
                 continue
             done = _run_cell(namespace, message["params"])
             if done is not None:
-                channel.notify("$cell_done", done)
+                channel.notify(CELL_DONE_NOTIFICATION, done)
         except KeyboardInterrupt:
             continue
     _flush_streams()

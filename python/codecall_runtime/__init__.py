@@ -2,7 +2,8 @@
 
 Generated tool modules call `call` / `acall`; scripts see `ToolError` and the helpers `json_parse`, `shell_quote`
 and `retry` through the generated module. Calls are thread-safe and may run concurrently: every call carries an id
-and replies are matched by id, whichever thread reads them.
+and replies are matched by id, whichever thread reads them. The boot and the session interpreter use `get_channel`,
+`send_notification` and `stop_writes`.
 """
 import _thread
 import time
@@ -11,10 +12,11 @@ import time
 # tool, more than the calls themselves.
 import posix
 
+# The wire vocabulary lives in the boot, which every interpreter has imported already.
+from codecall_boot import DEFAULT_MAX_FRAME_BYTES, NOTIFICATION_PREFIX, BootVariable, ChannelErrorCode
+
 __all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "search_catalog"]
 
-_CODE_TOOL_FAILED = -32000
-_CODE_RUN_ENDED = -32004
 # A lone caller polls the channel this long before it sleeps in a blocking read (yielding the processor between
 # polls): a fast tool's reply then lands on a running thread instead of waking a sleeping one, which costs a
 # scheduler wake-up (tens of µs on a VM). It polls only while replies come quickly: after a wait longer than twice
@@ -31,10 +33,40 @@ class ToolError(Exception):
     host's, never a host stack trace.
     """
 
-    def __init__(self, message, tool=None, code=_CODE_TOOL_FAILED):
+    def __init__(self, message, tool=None, code=ChannelErrorCode.TOOL_FAILED):
         super().__init__(message)
         self.tool = tool
         self.code = code
+
+
+class _PendingCall:
+    """A call of a thread waiting for its reply: `reply` stays None until the reply (or the channel's failure)
+    arrives."""
+
+    __slots__ = ("reply",)
+
+    def __init__(self):
+        self.reply = None
+
+    def deliver(self, reply):
+        self.reply = reply
+
+
+class _PendingAsyncCall:
+    """A call of an asyncio task: the reply resolves `future` in the task's event loop."""
+
+    __slots__ = ("loop", "future")
+
+    def __init__(self, loop, future):
+        self.loop = loop
+        self.future = future
+
+    def deliver(self, reply):
+        try:
+            self.loop.call_soon_threadsafe(_resolve_future, self.future, reply)
+        except RuntimeError:
+            # The loop is closed: nobody waits for this reply any more.
+            pass
 
 
 class _Channel:
@@ -79,8 +111,7 @@ class _Channel:
         try:
             return (self._encode_json(message) + "\n").encode("utf-8", "surrogatepass")
         except (TypeError, ValueError, RecursionError) as error:
-            raise ToolError("%s: arguments cannot be sent as JSON (%s)" % (message.get("method"), error),
-                            tool=message.get("method"), code=-32602) from None
+            raise _unsendable(message.get("method"), error) from None
 
     def _encode_call(self, request_id, method, params):
         # The hot path of every call: the envelope is a template, the method's JSON is made once per tool.
@@ -90,8 +121,7 @@ class _Channel:
         try:
             body = self._encode_json(params)
         except (TypeError, ValueError, RecursionError) as error:
-            raise ToolError("%s: arguments cannot be sent as JSON (%s)" % (method, error), tool=method,
-                            code=-32602) from None
+            raise _unsendable(method, error) from None
         return ('{"id":%d%s%s}\n' % (request_id, head, body)).encode("utf-8", "surrogatepass")
 
     def _send(self, frame):
@@ -119,59 +149,69 @@ class _Channel:
         self._nonblocking = False
         posix.set_blocking(self._descriptor, True)
 
-    def _register(self, method, params, slot):
+    def decode(self, line):
+        """Decodes one frame (without its newline); raises ValueError when it is not JSON."""
+        return self._decode_json(line)
+
+    def stop_writes(self, timeout):
+        """Takes the write lock for good (the process is ending): waits up to `timeout` seconds for a frame a thread
+        is writing; says whether it got the lock, so the caller may write the last frame whole."""
+        return self._write_lock.acquire(timeout=timeout)
+
+    def _register(self, method, params, pending):
         if self._forked:
             raise ToolError("%s: tools cannot be called from a forked child process; call them from the script's "
                             "own process (threads and asyncio work)" % method, tool=method)
         with self._lock:
             if self._broken is not None:
-                raise ToolError("%s: %s" % (method, self._broken), tool=method, code=-32004)
+                raise ToolError("%s: %s" % (method, self._broken), tool=method, code=ChannelErrorCode.RUN_ENDED)
             self._next_id += 1
             request_id = self._next_id
-            self._pending[request_id] = slot
+            self._pending[request_id] = pending
         try:
             frame = self._encode_call(request_id, method, params)
             if len(frame) > self._max_frame_bytes:
                 raise ToolError("%s: arguments are %d bytes, over the channel's frame limit of %d bytes; send less "
-                                "per call" % (method, len(frame), self._max_frame_bytes), tool=method, code=-32003)
+                                "per call" % (method, len(frame), self._max_frame_bytes), tool=method,
+                                code=ChannelErrorCode.FRAME_TOO_LARGE)
             try:
                 self._send(frame)
             except OSError as error:
                 raise ToolError("%s: the tool channel is closed (%s)" % (method, error), tool=method,
-                                code=-32004) from None
+                                code=ChannelErrorCode.RUN_ENDED) from None
         except ToolError:
             with self._lock:
                 self._pending.pop(request_id, None)
             raise
 
     def call(self, method, params):
-        slot = [False, None]
-        self._register(method, params, slot)
+        pending = _PendingCall()
+        self._register(method, params, pending)
         lock = self._lock
         with lock:
             if self._reading:
                 self._waiting += 1
                 try:
-                    while not slot[0] and self._reading:
+                    while pending.reply is None and self._reading:
                         self._replied.wait()
                 finally:
                     self._waiting -= 1
-                if slot[0]:
-                    return _settle(method, slot)
+                if pending.reply is not None:
+                    return _settle(method, pending.reply)
             self._reading = True
         try:
             # Polling pays only for a lone sequential caller; with other threads waiting it would hold the GIL.
-            if not slot[0] and not self._waiting and not self._async_waiting and len(self._pending) == 1:
+            if pending.reply is None and not self._waiting and not self._async_waiting and len(self._pending) == 1:
                 self._read_and_dispatch(alone=True)
-            while not slot[0]:
+            while pending.reply is None:
                 self._read_and_dispatch()
         finally:
             self._release_reader()
-        reply = slot[1]
+        reply = pending.reply
         # The usual outcome, settled inline (see _settle for the rest).
         if "result" in reply:
             return reply["result"]
-        return _settle(method, slot)
+        return _settle(method, reply)
 
     async def acall(self, method, params):
         import asyncio
@@ -181,16 +221,16 @@ class _Channel:
         with self._lock:
             self._async_waiting += 1
         try:
-            self._register(method, params, (loop, future))
+            self._register(method, params, _PendingAsyncCall(loop, future))
             with self._lock:
                 if not self._reading:
                     self._reading = True
                     self._start_reader_thread()
-            slot = await future
+            reply = await future
         finally:
             with self._lock:
                 self._async_waiting -= 1
-        return _settle(method, slot)
+        return _settle(method, reply)
 
     def _start_reader_thread(self):
         _thread.start_new_thread(self._reader_loop, ())
@@ -285,21 +325,13 @@ class _Channel:
             for reply in replies:
                 if type(reply) is not dict:
                     continue
-                slot = pending.pop(reply.get("id"), None)
-                if slot is None:
+                waiting = pending.pop(reply.get("id"), None)
+                if waiting is None:
                     method = reply.get("method")
-                    if reply.get("id") is None and type(method) is str and method.startswith("$"):
+                    if reply.get("id") is None and type(method) is str and method.startswith(NOTIFICATION_PREFIX):
                         self._notifications.append(reply)
                     continue
-                if type(slot) is list:
-                    slot[1] = reply
-                    slot[0] = True
-                else:
-                    loop, future = slot
-                    try:
-                        loop.call_soon_threadsafe(_resolve_future, future, [True, reply])
-                    except RuntimeError:
-                        pass
+                waiting.deliver(reply)
             if self._waiting:
                 self._replied.notify_all()
 
@@ -335,17 +367,9 @@ class _Channel:
             self._broken = reason
             pending = list(self._pending.values())
             self._pending.clear()
-            failure = {"error": {"code": _CODE_RUN_ENDED, "message": reason}}
-            for slot in pending:
-                if type(slot) is list:
-                    slot[1] = failure
-                    slot[0] = True
-                else:
-                    loop, future = slot
-                    try:
-                        loop.call_soon_threadsafe(_resolve_future, future, [True, failure])
-                    except RuntimeError:
-                        pass
+            failure = {"error": {"code": ChannelErrorCode.RUN_ENDED, "message": reason}}
+            for waiting in pending:
+                waiting.deliver(failure)
             self._replied.notify_all()
 
     def notify(self, method, params):
@@ -434,53 +458,68 @@ def _json_codec():
         return encode, encode, json.loads
 
 
-def _resolve_future(future, slot):
+def _resolve_future(future, reply):
     if not future.done():
-        future.set_result(slot)
+        future.set_result(reply)
 
 
-def _settle(method, slot):
-    reply = slot[1]
+def _settle(method, reply):
     error = reply.get("error")
     if error is None:
         return reply.get("result")
     if type(error) is dict:
         raise ToolError(str(error.get("message", "tool call failed")), tool=method,
-                        code=error.get("code", _CODE_TOOL_FAILED))
+                        code=error.get("code", ChannelErrorCode.TOOL_FAILED))
     raise ToolError(str(error), tool=method)
+
+
+def _unsendable(method, error):
+    return ToolError("%s: arguments cannot be sent as JSON (%s)" % (method, error), tool=method,
+                     code=ChannelErrorCode.INVALID_ARGUMENTS)
 
 
 _channel = None
 _channel_lock = _thread.allocate_lock()
 
 
-def _get_channel():
+def get_channel():
+    """The channel of this process, opened on first use; raises ToolError when the script is not run by codecall."""
     global _channel
     with _channel_lock:
         if _channel is None:
             environment = posix.environ
-            descriptor = int(environment.get(b"CODECALL_CHANNEL_FD", b"-1"))
+            descriptor = int(environment.get(BootVariable.CHANNEL_FILE_DESCRIPTOR.encode(), b"-1"))
             if descriptor < 0:
-                raise ToolError("no tool channel: this script is not running under codecall", code=_CODE_RUN_ENDED)
-            _channel = _Channel(descriptor, int(environment.get(b"CODECALL_MAX_FRAME_BYTES", b"%d" % (16 << 20))))
+                raise ToolError("no tool channel: this script is not running under codecall",
+                                code=ChannelErrorCode.RUN_ENDED)
+            max_frame_bytes = environment.get(BootVariable.MAX_FRAME_BYTES.encode())
+            _channel = _Channel(descriptor,
+                                DEFAULT_MAX_FRAME_BYTES if max_frame_bytes is None else int(max_frame_bytes))
     return _channel
 
 
 def call(method, params):
     """Calls the host tool `method` with keyword arguments `params`; returns its result or raises ToolError."""
-    return (_channel or _get_channel()).call(method, params)
+    return (_channel or get_channel()).call(method, params)
 
 
 async def acall(method, params):
     """Async variant of `call`: awaitable, so `asyncio.gather` runs many calls at once."""
-    return await (_channel or _get_channel()).acall(method, params)
+    return await (_channel or get_channel()).acall(method, params)
 
 
-def _notify(method, params):
+def send_notification(method, params):
+    """Sends a notification (`$exception`, ...) to the host; a closed or missing channel is not an error."""
     try:
-        _get_channel().notify(method, params)
+        get_channel().notify(method, params)
     except ToolError:
         pass
+
+
+def stop_writes(timeout):
+    """The process is ending: no thread may start a frame from now on. Waits up to `timeout` seconds for a frame
+    being written; says whether the channel is free for the last frame (also when no channel was opened)."""
+    return _channel is None or _channel.stop_writes(timeout)
 
 
 def json_parse(text, default=None):

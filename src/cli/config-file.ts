@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { checkKnownKeys } from '../core/option-checks.js';
+import { isRecord } from '../core/values.js';
 import { CODECALL_OPTION_NAMES, type CodecallOptions } from '../engine/codecall.js';
 import { parseMcpServers } from '../mcp-client/server-config.js';
 
@@ -36,10 +37,10 @@ export async function loadConfigFile(path: string | undefined): Promise<Codecall
   } catch (error) {
     throw new CodecallError('INVALID_CONFIG', `${file} is not valid JSON: ${(error as Error).message}`, { file });
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+  if (!isRecord(parsed)) {
     throw new CodecallError('INVALID_CONFIG', `${file} must hold a JSON object`, { file });
   }
-  const config = parsed as Record<string, unknown>;
+  const config = parsed;
   checkKnownKeys(config, file, CONFIG_KEYS, { file });
   const base = dirname(file);
   for (const key of ['workspace', 'stateDir'] as const) {

@@ -1,25 +1,24 @@
 import type { Writable } from 'node:stream';
 import { CodecallError } from '../core/errors.js';
 import type { Limits } from '../core/limits.js';
+import { formatBytes, formatSeconds, plural } from '../core/wording.js';
 import { type CodecallOptions, createCodecall, DEFAULT_PYTHON } from '../engine/codecall.js';
-import { formatSeconds } from '../engine/result/failure-hints.js';
 import { describeSandboxProbe, probeSandbox } from '../sandbox/bubblewrap-probe.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
 
 function describeLimits(limits: Limits): string {
-  const mebibytes = (bytes: number) => `${Math.round(bytes / 1024 / 1024)} MiB`;
   return [
     `timeout ${formatSeconds(limits.timeoutMs)}`,
-    `${limits.maxToolCalls} tool calls`,
+    plural(limits.maxToolCalls, 'tool call'),
     `tool call timeout ${formatSeconds(limits.toolCallTimeoutMs)}`,
     `stdout shown ${limits.maxStdoutBytes} bytes`,
-    `errors shown ${limits.maxErrorBytes} bytes`,
-    `output ${mebibytes(limits.maxOutputBytes)}`,
-    `memory ${mebibytes(limits.memoryBytes)}`,
+    `errors shown ${formatBytes(limits.maxErrorBytes)}`,
+    `output ${formatBytes(limits.maxOutputBytes)}`,
+    `memory ${formatBytes(limits.memoryBytes)}`,
     `${limits.maxProcesses} processes`,
-    `files ${mebibytes(limits.maxFileBytes)}`,
-    `frames ${mebibytes(limits.maxFrameBytes)}`,
-    `cpu ${limits.cpuSeconds} s`,
+    `files ${formatBytes(limits.maxFileBytes)}`,
+    `frames ${formatBytes(limits.maxFrameBytes)}`,
+    `cpu ${formatSeconds(limits.cpuSeconds * 1000)}`,
   ].join(', ');
 }
 
@@ -54,14 +53,14 @@ export async function runDoctor(options: CodecallOptions, output: Writable): Pro
       for (const fn of generated.functions) modules.set(fn.module, (modules.get(fn.module) ?? 0) + 1);
       line(
         'module',
-        [...modules].map(([name, count]) => `${name} (${count} function${count === 1 ? '' : 's'})`).join(', ') ||
+        [...modules].map(([name, count]) => `${name} (${plural(count, 'function')})`).join(', ') ||
           `${codecall.moduleName} (no tools)`,
       );
     }
     for (const { name, status } of await codecall.toolSources()) {
       const state =
         status.state === 'ready'
-          ? `ready (${status.toolCount} tool${status.toolCount === 1 ? '' : 's'})`
+          ? `ready (${plural(status.toolCount, 'tool')})`
           : status.state === 'failed'
             ? `FAILED: ${status.error}`
             : 'not connected';

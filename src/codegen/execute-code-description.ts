@@ -1,4 +1,5 @@
 import type { Limits } from '../core/limits.js';
+import { formatCount, formatSeconds, plural } from '../core/wording.js';
 import { shortenText } from './description-summary.js';
 import type { GeneratedFunction } from './python-module.js';
 
@@ -55,21 +56,6 @@ export interface DescribeExecuteCodeToolOptions {
   readonly failedSources?: readonly { readonly name: string; readonly error: string }[] | undefined;
   /** List functions one by one up to this many; default {@link DEFAULT_MAX_LISTED_FUNCTIONS}. */
   readonly maxListedFunctions?: number | undefined;
-}
-
-/** 12345 → "12,345", independent of the host's locale. */
-function formatCount(count: number): string {
-  return String(count).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-}
-
-function plural(count: number, word: string): string {
-  return `${formatCount(count)} ${word}${count === 1 ? '' : 's'}`;
-}
-
-function formatSeconds(milliseconds: number): string {
-  const seconds = milliseconds / 1000;
-  const text = Number.isInteger(seconds) ? formatCount(seconds) : String(Number(seconds.toFixed(3)));
-  return `${text} second${seconds === 1 ? '' : 's'}`;
 }
 
 function groupByModule(functions: readonly GeneratedFunction[]): Map<string, GeneratedFunction[]> {

@@ -1,3 +1,4 @@
+import { isRecord } from '../core/values.js';
 import type { JsonSchema, ToolDescriptor } from '../tools/types.js';
 import { assignPythonIdentifiers } from './python-identifiers.js';
 import {
@@ -66,10 +67,6 @@ export interface PythonFunctionPlan {
   readonly signature: string;
 }
 
-function isSchemaObject(value: unknown): value is JsonSchema {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 function withNone(type: string): string {
   return type === 'Any' || type === 'None' || type.endsWith(' | None') ? type : `${type} | None`;
 }
@@ -81,16 +78,16 @@ function schemaText(schema: JsonSchema): string {
 
 /** Works out a tool function's name-independent parts: parameters, types, defaults, signature. */
 export function planPythonFunction(tool: ToolDescriptor, pythonName: string): PythonFunctionPlan {
-  const inputSchema: JsonSchema = isSchemaObject(tool.inputSchema) ? tool.inputSchema : {};
-  const properties = isSchemaObject(inputSchema.properties) ? inputSchema.properties : {};
+  const inputSchema: JsonSchema = isRecord(tool.inputSchema) ? tool.inputSchema : {};
+  const properties = isRecord(inputSchema.properties) ? inputSchema.properties : {};
   const required = new Set(
     Array.isArray(inputSchema.required) ? inputSchema.required.filter((name) => typeof name === 'string') : [],
   );
   const wireNames = [...new Set([...Object.keys(properties), ...required])];
   const acceptsExtraArguments =
     inputSchema.additionalProperties === true ||
-    isSchemaObject(inputSchema.additionalProperties) ||
-    isSchemaObject(inputSchema.patternProperties);
+    isRecord(inputSchema.additionalProperties) ||
+    isRecord(inputSchema.patternProperties);
   const reserved = [SYNC_CALL_HELPER, ASYNC_CALL_HELPER, ...(acceptsExtraArguments ? [EXTRA_ARGUMENTS_NAME] : [])];
   const pythonNames = assignPythonIdentifiers(wireNames, { kind: 'parameter', reserved });
 
@@ -98,7 +95,7 @@ export function planPythonFunction(tool: ToolDescriptor, pythonName: string): Py
   const optionalParameters: PythonParameter[] = [];
   wireNames.forEach((wireName, index) => {
     const property = Object.hasOwn(properties, wireName) ? properties[wireName] : undefined;
-    const schema: JsonSchema = isSchemaObject(property) ? property : {};
+    const schema: JsonSchema = isRecord(property) ? property : {};
     const type = pythonTypeOf(property ?? {});
     const shape = type.includes('dict') ? pythonShapeOf(schema) : type;
     const isRequired = required.has(wireName);

@@ -43,9 +43,12 @@ export const PYTHON_KEYWORDS: ReadonlySet<string> = new Set([
   '__peg_parser__',
 ]);
 
+/** Helpers of the runtime the generated root module re-exports next to `ToolError` (`from tools import retry`). */
+export const RUNTIME_HELPER_NAMES: readonly string[] = Object.freeze(['json_parse', 'shell_quote', 'retry']);
+
 /**
- * Names the generated module defines itself, so no tool function or submodule may take them: the re-exported runtime
- * helpers, `search_tools`, the `aio` submodule, and `AttributeError` (the module's lazy `__getattr__` raises it, so a
+ * Names the generated module defines itself, so no tool function or submodule may take them: `ToolError` and the
+ * re-exported runtime helpers, `search_tools`, the `aio` submodule, and `AttributeError` (the module's lazy `__getattr__` raises it, so a
  * function of that name would break attribute lookup). Names starting with `_` are reserved as well (see
  * {@link PythonNameKind}).
  */
@@ -53,9 +56,7 @@ export const RESERVED_MODULE_NAMES: readonly string[] = Object.freeze([
   'ToolError',
   'aio',
   'search_tools',
-  'json_parse',
-  'shell_quote',
-  'retry',
+  ...RUNTIME_HELPER_NAMES,
   'AttributeError',
 ]);
 

@@ -1,4 +1,5 @@
 import { CodecallError } from '../core/errors.js';
+import { plural } from '../core/wording.js';
 import type { ToolDescriptor, ToolModuleDescriptor } from '../tools/types.js';
 import { shortenText, summarizeDescription } from './description-summary.js';
 import {
@@ -9,7 +10,12 @@ import {
   renderPythonFunction,
   SYNC_CALL_HELPER,
 } from './python-function.js';
-import { assignPythonIdentifiers, isPythonIdentifier, RESERVED_MODULE_NAMES } from './python-identifiers.js';
+import {
+  assignPythonIdentifiers,
+  isPythonIdentifier,
+  RESERVED_MODULE_NAMES,
+  RUNTIME_HELPER_NAMES,
+} from './python-identifiers.js';
 import { escapeDocstringText, pythonStringLiteral } from './python-literals.js';
 
 /** Longest description stored per function in the `search_tools` catalog (`help()` shows the whole one). */
@@ -135,10 +141,6 @@ function renderModuleDocstring(text: string): string {
   return escaped.includes('\n') ? `"""${escaped}\n"""` : `"""${escaped}"""`;
 }
 
-function plural(count: number, word: string): string {
-  return `${count} ${word}${count === 1 ? '' : 's'}`;
-}
-
 /** A module: docstring and header blocks one blank line apart, then definitions two blank lines apart (PEP 8). */
 function renderPythonFile(parts: {
   readonly docstring: string;
@@ -223,16 +225,14 @@ function renderRootModule(moduleName: string, root: PlannedModule, submodules: r
     ...root.functions.map((plan) => plan.pythonName),
     'ToolError',
     'search_tools',
-    'json_parse',
-    'shell_quote',
-    'retry',
+    ...RUNTIME_HELPER_NAMES,
   ];
   return renderPythonFile({
     docstring,
     header: [
       'from __future__ import annotations',
       renderImports([
-        'ToolError, json_parse, retry, shell_quote',
+        ['ToolError', ...[...RUNTIME_HELPER_NAMES].sort()].join(', '),
         'call as _runtime_call',
         'search_catalog as _search_catalog',
       ]),

@@ -1,3 +1,4 @@
+import { isRecord } from '../core/values.js';
 import { pythonStringLiteral } from './python-literals.js';
 
 /** Enum values rendered as `Literal[...]`; a longer enum becomes its base type and is listed in the docstring. */
@@ -25,10 +26,6 @@ const SIMPLE_TYPES: Readonly<Record<string, string>> = {
 };
 
 type SchemaObject = { readonly [keyword: string]: unknown };
-
-function isSchemaObject(value: unknown): value is SchemaObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** True for values `typing.Literal` accepts that JSON can carry: strings, booleans, safe integers. */
 function isLiteralValue(value: unknown): value is string | boolean | number {
@@ -85,7 +82,7 @@ class UnionMembers {
 
 function collect(schema: unknown, context: RenderContext): UnionMembers {
   const union = new UnionMembers();
-  if (!isSchemaObject(schema) || context.depth > MAX_TYPE_DEPTH || '$ref' in schema) {
+  if (!isRecord(schema) || context.depth > MAX_TYPE_DEPTH || '$ref' in schema) {
     union.add(ANY);
     return union;
   }
@@ -137,7 +134,7 @@ function collectType(schema: SchemaObject, context: RenderContext): UnionMembers
   let types: unknown[];
   if (Array.isArray(schema.type)) types = schema.type;
   else if (typeof schema.type === 'string') types = [schema.type];
-  else if (isSchemaObject(schema.properties) || 'additionalProperties' in schema) types = ['object'];
+  else if (isRecord(schema.properties) || 'additionalProperties' in schema) types = ['object'];
   else if ('items' in schema || 'prefixItems' in schema) types = ['array'];
   else types = [];
   if (types.length === 0) union.add(ANY);
@@ -150,13 +147,13 @@ function collectType(schema: SchemaObject, context: RenderContext): UnionMembers
 }
 
 function renderArray(schema: SchemaObject, context: RenderContext): string {
-  if (!isSchemaObject(schema.items)) return 'list';
+  if (!isRecord(schema.items)) return 'list';
   const item = collect(schema.items, context).render();
   return item === ANY ? 'list' : `list[${item}]`;
 }
 
 function renderObject(schema: SchemaObject, context: RenderContext): string {
-  const properties = isSchemaObject(schema.properties) ? Object.entries(schema.properties) : [];
+  const properties = isRecord(schema.properties) ? Object.entries(schema.properties) : [];
   if (!context.shapes || context.shapeDepth <= 0 || properties.length === 0) return 'dict';
   const inner: RenderContext = { shapes: context.shapes, shapeDepth: context.shapeDepth - 1, depth: context.depth };
   const entries = properties
@@ -171,7 +168,7 @@ const TYPE_SHAPING_KEYWORDS = ['enum', 'const', 'anyOf', 'oneOf', 'allOf', '$ref
 
 /** The hint of the most common schemas (`{"type": "string", "description": ...}`) without the general machinery. */
 function simpleTypeOf(schema: unknown): string | undefined {
-  if (!isSchemaObject(schema) || typeof schema.type !== 'string' || schema.type === 'array') return undefined;
+  if (!isRecord(schema) || typeof schema.type !== 'string' || schema.type === 'array') return undefined;
   const type = SIMPLE_TYPES[schema.type];
   if (type === undefined) return undefined;
   for (const keyword of TYPE_SHAPING_KEYWORDS) if (keyword in schema) return undefined;

@@ -35,3 +35,8 @@ export class CodecallAbortError extends CodecallError {
     this.name = 'AbortError';
   }
 }
+
+/** The message of a thrown value: an Error's `message`, anything else as text. */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

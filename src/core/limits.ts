@@ -1,5 +1,6 @@
 import { CodecallError } from './errors.js';
 import { unknownKeyError } from './option-checks.js';
+import { isRecord } from './values.js';
 
 /** Wall-clock limit of one run. */
 export const DEFAULT_TIMEOUT_MS = 300_000;
@@ -101,7 +102,7 @@ const LIMIT_MINIMUMS: Readonly<Record<keyof Limits, number>> = {
 export function resolveLimits(overrides: Partial<Limits> | undefined, base?: Limits): Limits {
   const merged: Record<string, number> = { ...DEFAULT_LIMITS, ...(base ?? {}) };
   if (overrides !== undefined) {
-    if (typeof overrides !== 'object' || overrides === null || Array.isArray(overrides)) {
+    if (!isRecord(overrides)) {
       throw new CodecallError('INVALID_CONFIG', `limits must be an object, got ${JSON.stringify(overrides)}`, {
         value: overrides,
       });
@@ -124,4 +125,24 @@ export function resolveLimits(overrides: Partial<Limits> | undefined, base?: Lim
     merged.cpuSeconds = Math.max(1, Math.ceil((merged.timeoutMs ?? DEFAULT_TIMEOUT_MS) / 1000));
   }
   return merged as unknown as Limits;
+}
+
+/** What one call (`execute`, a session cell) may set over the limits it runs under. */
+export interface CallLimitOptions {
+  /** Wall-clock limit of this call, over `limits.timeoutMs`. */
+  readonly timeoutMs?: number | undefined;
+  readonly limits?: Partial<Limits> | undefined;
+}
+
+/**
+ * The limits of one call: `base` with the call's `limits` and `timeoutMs` over it, or `base` itself when the call
+ * sets neither.
+ * @throws CodecallError `INVALID_CONFIG` naming the bad key and value.
+ */
+export function resolveCallLimits(base: Limits, call: CallLimitOptions): Limits {
+  if (call.timeoutMs === undefined && call.limits === undefined) return base;
+  return resolveLimits(
+    { ...call.limits, ...(call.timeoutMs !== undefined ? { timeoutMs: call.timeoutMs } : {}) },
+    base,
+  );
 }

@@ -3,10 +3,10 @@ import { CodecallError } from '../core/errors.js';
 import type { SandboxMode } from '../core/isolation.js';
 import { type Limits, resolveLimits } from '../core/limits.js';
 import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
+import { defaultStateRoot } from '../core/state-folders.js';
 import { type McpServerConfig, parseMcpServers } from '../mcp-client/server-config.js';
 import { checkScriptVariables, type ScriptVariables } from '../sandbox/environment.js';
 import type { Tool } from '../tools/types.js';
-import { defaultStateRoot } from './launch/state-directory.js';
 import { DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS, type SessionOptions } from './supervise/session.js';
 import { type PoolOptions, resolvePoolSize } from './supervise/warm-pool.js';
 

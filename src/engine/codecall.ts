@@ -4,7 +4,7 @@ import {
   executeCodeInputSchema,
 } from '../codegen/execute-code-description.js';
 import type { GeneratedPythonModule } from '../codegen/python-module.js';
-import type { Limits } from '../core/limits.js';
+import { type Limits, resolveCallLimits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
 import type { ToolSourceStatus } from '../tools/registered-tool.js';
 import type { JsonSchema } from '../tools/types.js';
@@ -18,7 +18,7 @@ import { CodecallPreparation, type Prepared } from './codecall-preparation.js';
 import { launchInterpreter } from './launch/interpreter-launch.js';
 import { createRunId } from './launch/run-directory.js';
 import { RunTracking } from './run-tracking.js';
-import { checkCode, limitsForCall } from './supervise/call-options.js';
+import { checkCode } from './supervise/check-code.js';
 import { runPooledScript, runScript } from './supervise/run-script.js';
 import { type CodecallSession, InterpreterSession, type SessionOptions } from './supervise/session.js';
 import { WarmPool } from './supervise/warm-pool.js';
@@ -98,7 +98,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
     moduleName,
     async execute(code, executeOptions = {}) {
       checkCode(code);
-      const runLimits = limitsForCall(limits, executeOptions);
+      const runLimits = resolveCallLimits(limits, executeOptions);
       const { environment } = await prepare();
       const pooled = await pool?.take(environment, runLimits);
       try {

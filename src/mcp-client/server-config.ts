@@ -1,6 +1,8 @@
 import { isAbsolute, resolve } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
+import { isRecord } from '../core/values.js';
+import { clipText } from '../core/wording.js';
 
 /**
  * An upstream MCP server started as a child process that speaks MCP on its stdin/stdout, written the way MCP
@@ -70,7 +72,7 @@ export function isHttpServerConfig(config: McpServerConfig): config is McpHttpSe
  */
 export function parseMcpServers(value: unknown, options: ParseMcpServersOptions = {}): Record<string, McpServerConfig> {
   if (value === undefined || value === null) return {};
-  if (!isPlainObject(value)) {
+  if (!isRecord(value)) {
     throw new CodecallError(
       'INVALID_CONFIG',
       `mcpServers must be an object mapping server names to server configurations, got ${describeValue(value)}`,
@@ -96,7 +98,7 @@ export function parseMcpServerConfig(
   options: ParseMcpServersOptions = {},
 ): McpServerConfig {
   checkServerName(name);
-  if (!isPlainObject(value)) {
+  if (!isRecord(value)) {
     throw invalid(name, undefined, `must be an object with "command" or "url", got ${describeValue(value)}`, value);
   }
   const hasCommand = value.command !== undefined;
@@ -192,7 +194,7 @@ function checkServerName(name: string): void {
 }
 
 function parseStringRecord(name: string, key: string, value: unknown): Record<string, string> {
-  if (!isPlainObject(value)) {
+  if (!isRecord(value)) {
     throw invalid(name, key, `must be an object of strings, got ${describeValue(value)}`, value);
   }
   const record: Record<string, string> = {};
@@ -239,17 +241,9 @@ function invalid(name: string, key: string | undefined, problem: string, value: 
   });
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 function describeValue(value: unknown): string {
   if (value === undefined) return 'nothing';
   if (value === null) return 'null';
-  if (Array.isArray(value)) return `an array ${truncate(JSON.stringify(value))}`;
-  return `${typeof value} ${truncate(JSON.stringify(value) ?? String(value))}`;
-}
-
-function truncate(text: string): string {
-  return text.length > DESCRIBED_VALUE_MAX_CHARACTERS ? `${text.slice(0, DESCRIBED_VALUE_MAX_CHARACTERS)}...` : text;
+  if (Array.isArray(value)) return `an array ${clipText(JSON.stringify(value), DESCRIBED_VALUE_MAX_CHARACTERS)}`;
+  return `${typeof value} ${clipText(JSON.stringify(value) ?? String(value), DESCRIBED_VALUE_MAX_CHARACTERS)}`;
 }

@@ -6,6 +6,7 @@ import type { CallToolResult, Tool as McpTool } from '@modelcontextprotocol/sdk/
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { CodecallError } from '../core/errors.js';
 import { CODECALL_VERSION } from '../core/package-version.js';
+import { isProcessAlive } from '../core/processes.js';
 import type {
   ArgumentCheck,
   RegisteredTool,
@@ -287,13 +288,7 @@ function isAlive(connection: Connection): boolean {
   const { transport } = connection;
   if (!(transport instanceof StdioClientTransport)) return true;
   const pid = transport.pid;
-  if (pid === null) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  return pid !== null && isProcessAlive(pid);
 }
 
 async function disconnect(connection: Connection): Promise<void> {

@@ -4,6 +4,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { CallToolResult, ImageContent, Tool as McpTool, TextContent } from '@modelcontextprotocol/sdk/types.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { errorMessage } from '../core/errors.js';
 import { CODECALL_VERSION } from '../core/package-version.js';
 import type { Artifact, ExecuteResult } from '../core/result.js';
 import type { Codecall } from '../engine/codecall.js';
@@ -88,7 +89,7 @@ export function createExecuteCodeServer(codecall: ExecuteCodeHost): Server {
       if (parsed.reset) await session.reset();
       result = await session.execute(parsed.code, { signal: extra.signal });
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = errorMessage(error);
       if (extra.signal.aborted) return errorResult(`${definition.name} was cancelled: ${reason}`);
       return errorResult(`codecall could not run the script: ${reason}`);
     }

@@ -5,7 +5,7 @@ import { isIP } from 'node:net';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import { CodecallError } from '../core/errors.js';
+import { CodecallError, errorMessage } from '../core/errors.js';
 import type { ExecuteCodeHost } from './execute-code-server.js';
 import { createExecuteCodeServer } from './execute-code-server.js';
 
@@ -117,12 +117,7 @@ export async function serveHttp(codecall: ExecuteCodeHost, options: ServeHttpOpt
   const httpServer = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
       if (!response.headersSent) {
-        sendJsonError(
-          response,
-          500,
-          -32603,
-          `internal error: ${error instanceof Error ? error.message : String(error)}`,
-        );
+        sendJsonError(response, 500, -32603, `internal error: ${errorMessage(error)}`);
       } else {
         response.end();
       }
@@ -147,7 +142,7 @@ export async function serveHttp(codecall: ExecuteCodeHost, options: ServeHttpOpt
     });
   } catch (error) {
     clearInterval(sweeper);
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = errorMessage(error);
     throw new CodecallError('INVALID_CONFIG', `serveHttp: cannot listen on ${host}:${port}: ${reason}`, {
       host,
       port,

@@ -1,3 +1,9 @@
+/**
+ * The wire protocol of the tool channel (docs/protocol.md): error codes, notification names, the output end marker,
+ * and the frames the host writes. `python/codecall_boot.py` mirrors every constant here under the same name (error
+ * codes as `ChannelErrorCode.TOOL_FAILED` ...); the protocol parity test compares the two.
+ */
+
 /** Error codes of the tool channel (JSON-RPC 2.0 where it has one; see docs/protocol.md). */
 export const ChannelErrorCode = {
   parseError: -32700,
@@ -51,6 +57,20 @@ export const CELL_NOTIFICATION = '$cell';
 
 /** Script → host: a session cell finished (`params: { id, exitCode, exception, stdout, stderr }`). */
 export const CELL_DONE_NOTIFICATION = '$cell_done';
+
+/** Start of the marker the boot writes at the end of a script's or a cell's output; the nonce follows. */
+export const OUTPUT_END_MARKER_PREFIX = '\0codecall-end-';
+
+/** End of the output end marker, after the nonce. */
+export const OUTPUT_END_MARKER_SUFFIX = '\0';
+
+/**
+ * The marker the boot writes at the end of a script's or a cell's output, on stdout and on stderr, straight to the
+ * file descriptor.
+ */
+export function outputEndMarker(nonce: string): Buffer {
+  return Buffer.from(`${OUTPUT_END_MARKER_PREFIX}${nonce}${OUTPUT_END_MARKER_SUFFIX}`, 'latin1');
+}
 
 /** Renders a notification frame (with its newline). */
 export function encodeNotification(method: string, params: unknown): string {

@@ -1,4 +1,6 @@
 import type { Duplex } from 'node:stream';
+import { isRecord } from '../core/values.js';
+import { formatSeconds } from '../core/wording.js';
 import type { ArgumentCheck, RegisteredTool } from '../tools/registered-tool.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
 import type { ToolContext } from '../tools/types.js';
@@ -111,7 +113,7 @@ export class ToolCallServer {
         encodeErrorReply(
           call.id,
           ChannelErrorCode.toolCallTimeout,
-          `${call.tool.descriptor.name}: the tool call timed out after ${this.#budget.toolCallTimeoutMs} ms`,
+          `${call.tool.descriptor.name}: the tool call timed out after ${formatSeconds(this.#budget.toolCallTimeoutMs)}`,
         ),
       );
     }
@@ -210,11 +212,11 @@ export class ToolCallServer {
       this.#reply(encodeErrorReply(null, ChannelErrorCode.parseError, 'parse error: the frame is not valid JSON'));
       return;
     }
-    if (typeof message !== 'object' || message === null || Array.isArray(message)) {
+    if (!isRecord(message)) {
       this.#reply(encodeErrorReply(null, ChannelErrorCode.invalidRequest, 'invalid request: expected a JSON object'));
       return;
     }
-    const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown };
+    const { id, method, params } = message;
     if (id === undefined && typeof method === 'string' && method.startsWith(NOTIFICATION_PREFIX)) {
       this.#onNotification(method, params);
       return;
@@ -229,7 +231,7 @@ export class ToolCallServer {
       this.#reply(encodeErrorReply(id, ChannelErrorCode.invalidRequest, 'invalid request: "method" must be a string'));
       return;
     }
-    if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
+    if (params !== undefined && !isRecord(params)) {
       this.#reply(
         encodeErrorReply(
           id,

@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { accessSync, closeSync, constants, readFileSync } from 'node:fs';
+import { closeSync } from 'node:fs';
 import { delimiter, isAbsolute, join } from 'node:path';
 import {
   hostIsRoot,
@@ -9,7 +9,8 @@ import {
   scratchArguments,
   systemDirectoryArguments,
 } from './bubblewrap-arguments.js';
-import { type CgroupSupport, detectCgroupSupport } from './cgroups.js';
+import { type CgroupSupport, detectCgroupSupport, readText } from './cgroups.js';
+import { firstExecutable } from './executables.js';
 import { defaultSandboxFilesDirectory, ensureSandboxFilesDirectory } from './sandbox-files.js';
 import { openSeccompProgram } from './seccomp.js';
 
@@ -78,15 +79,7 @@ export function findBubblewrap(explicitPath?: string): string | undefined {
       : [...(process.env.PATH ?? '').split(delimiter), ...SYSTEM_DIRECTORIES]
           .filter((directory) => isAbsolute(directory))
           .map((directory) => join(directory, 'bwrap'));
-  for (const candidate of candidates) {
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // Next candidate.
-    }
-  }
-  return undefined;
+  return firstExecutable(candidates);
 }
 
 function compareVersions(left: readonly number[], right: readonly number[]): number {
@@ -141,11 +134,7 @@ function trialRun(path: string, user: SandboxUser, seccompDescriptor: number | u
 }
 
 function readSysctl(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8').trim();
-  } catch {
-    return undefined;
-  }
+  return readText(path)?.trim();
 }
 
 /** What the kernel settings say about user namespaces, as advice to append to bwrap's own error. */

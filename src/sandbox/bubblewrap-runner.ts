@@ -2,6 +2,9 @@ import { closeSync, lchownSync, openSync, readdirSync, readFileSync, realpathSyn
 import { dirname, join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { CodecallError } from '../core/errors.js';
+import { BootVariable, FIRST_INHERITED_FILE_DESCRIPTOR } from '../core/launch-layout.js';
+import { isInside } from '../core/paths.js';
+import { signalProcess } from '../core/processes.js';
 import {
   etcArguments,
   groupContent,
@@ -22,7 +25,6 @@ import { openSeccompProgram } from './seccomp.js';
 import {
   createStagingNamespace,
   findNsenter,
-  isInside,
   isReachableBy,
   type StagingNamespace,
   type StagingRoot,
@@ -37,8 +39,6 @@ export const BUBBLEWRAP_SUPERVISOR_PROCESSES = { launcher: 2, host: 1 } as const
 export const RLIMIT_CPU_BACKSTOP_SECONDS = 2;
 /** How long bwrap may take to report its sandbox process on the control channel. */
 export const CONTROL_CHANNEL_TIMEOUT_MS = 10_000;
-/** First descriptor number of `inheritedFileDescriptors` in the child. */
-const FIRST_INHERITED_DESCRIPTOR = 4;
 /**
  * The cgroup v1 launcher (dash or any POSIX sh, single-threaded): writes `0` to each `tasks` file given before `--`,
  * moving itself into the run's cgroups, then becomes bwrap. Everything of the run descends from it.
@@ -159,15 +159,16 @@ export class BubblewrapRunner implements SandboxRunner {
       const holdSandbox = viaControlChannel && request.scriptGated !== true;
       const descriptors: number[] = [];
       if (seccomp !== undefined) descriptors.push(seccomp);
-      const infoPosition = FIRST_INHERITED_DESCRIPTOR + descriptors.length;
+      const infoPosition = FIRST_INHERITED_FILE_DESCRIPTOR + descriptors.length;
       if (holdSandbox) descriptors.push(this.nullDescriptor());
-      const stagingPosition = FIRST_INHERITED_DESCRIPTOR + descriptors.length;
+      const stagingPosition = FIRST_INHERITED_FILE_DESCRIPTOR + descriptors.length;
       if (staging !== undefined) descriptors.push(staging.descriptor);
-      const controlPosition = FIRST_INHERITED_DESCRIPTOR + descriptors.length;
+      const controlPosition = FIRST_INHERITED_FILE_DESCRIPTOR + descriptors.length;
 
       const environment = { ...request.environment };
-      if (cgroups !== undefined && environment.CODECALL_RLIMITS !== undefined) {
-        environment.CODECALL_RLIMITS = cgroupAwareRlimits(environment.CODECALL_RLIMITS, cgroups, limits.cpuSeconds);
+      const rlimits = environment[BootVariable.resourceLimits];
+      if (cgroups !== undefined && rlimits !== undefined) {
+        environment[BootVariable.resourceLimits] = cgroupAwareRlimits(rlimits, cgroups, limits.cpuSeconds);
       }
       const accounts = this.accountFiles();
       const bubblewrapArguments = [
@@ -189,7 +190,7 @@ export class BubblewrapRunner implements SandboxRunner {
         '/',
         '--chdir',
         request.workDir,
-        ...(seccomp !== undefined ? ['--seccomp', String(FIRST_INHERITED_DESCRIPTOR)] : ['--disable-userns']),
+        ...(seccomp !== undefined ? ['--seccomp', String(FIRST_INHERITED_FILE_DESCRIPTOR)] : ['--disable-userns']),
         // The sandbox's first pid comes on the status channel. To hold the sandbox, bwrap needs --info-fd with
         // --userns-block-fd but closes it before blocking: the info goes to /dev/null, and the status channel, which
         // stays open, doubles as the block descriptor.
@@ -480,7 +481,7 @@ class BubblewrapContainment implements RunContainment {
       return;
     }
     if (controlChannel === undefined) {
-      killQuietly(pid);
+      signalProcess(pid, 'SIGKILL');
       throw new CodecallError(
         'SANDBOX_UNAVAILABLE',
         'the bubblewrap runner asked for a control channel (plan.controlChannel) and the engine did not pass one',
@@ -507,8 +508,8 @@ class BubblewrapContainment implements RunContainment {
       this.cgroups.startWatchdog();
     } catch (cause) {
       controlChannel.destroy();
-      killQuietly(pid);
-      if (this.sandboxPid !== undefined) killQuietly(this.sandboxPid);
+      signalProcess(pid, 'SIGKILL');
+      if (this.sandboxPid !== undefined) signalProcess(this.sandboxPid, 'SIGKILL');
       throw new CodecallError(
         'SANDBOX_UNAVAILABLE',
         `cannot put the sandbox into its cgroups (${(cause as Error).message})`,
@@ -545,14 +546,6 @@ function childrenOf(pid: number): number[] {
     if (text !== '') children.push(...text.split(/\s+/).map(Number));
   }
   return children;
-}
-
-function killQuietly(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // Gone already.
-  }
 }
 
 /** Reads `"child-pid": N` from bwrap's `--json-status-fd` JSON: the sandbox's first process, as the host sees it. */

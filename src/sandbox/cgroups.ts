@@ -11,7 +11,9 @@ import {
 } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { LimitReason } from '../core/isolation.js';
+import { isProcessAlive, signalProcess } from '../core/processes.js';
 
 /**
  * Per-run control groups: one cgroup per run (per controller on cgroup v1) caps the whole process tree of the run —
@@ -284,7 +286,8 @@ function tryWrite(path: string, value: string): boolean {
   }
 }
 
-function readText(path: string): string | undefined {
+/** The text of a kernel file (`/proc`, `/sys`), or undefined when it cannot be read. */
+export function readText(path: string): string | undefined {
   try {
     return readFileSync(path, 'utf8');
   } catch {
@@ -511,17 +514,8 @@ function killListed(directory: string): void {
   const text = readText(join(directory, 'cgroup.procs')) ?? '';
   for (const line of text.split('\n')) {
     const pid = Number(line.trim());
-    if (!Number.isInteger(pid) || pid <= 0) continue;
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // Gone already.
-    }
+    if (Number.isInteger(pid) && pid > 0) signalProcess(pid, 'SIGKILL');
   }
-}
-
-function sleep(milliseconds: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, milliseconds));
 }
 
 /**
@@ -695,7 +689,7 @@ function sweepStaleRunCgroups(parent: string): void {
   }
   for (const entry of entries) {
     const match = /^codecall-(\d+)-/.exec(entry);
-    if (!match || isAlive(Number(match[1]))) continue;
+    if (!match || isProcessAlive(Number(match[1]))) continue;
     const directory = join(parent, entry);
     killListed(directory);
     try {
@@ -703,14 +697,5 @@ function sweepStaleRunCgroups(parent: string): void {
     } catch {
       // Still busy or not ours to remove: leave it.
     }
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

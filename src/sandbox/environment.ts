@@ -1,12 +1,10 @@
 import { delimiter } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { BootVariable, CHANNEL_FILE_DESCRIPTOR } from '../core/launch-layout.js';
 import type { Limits } from '../core/limits.js';
 
 /** The PATH scripts get: system directories only, never the host's PATH. */
 export const SCRIPT_PATH = '/usr/local/bin:/usr/bin:/bin';
-
-/** File descriptor of the tool channel in the child (stdio slot 3). */
-export const CHANNEL_FILE_DESCRIPTOR = 3;
 
 /** Host variables passed through by default: harmless locale and time zone settings only. */
 export const DEFAULT_PASSTHROUGH_VARIABLES: readonly string[] = Object.freeze(['TZ']);
@@ -51,10 +49,10 @@ export function buildScriptEnvironment(options: ScriptEnvironmentOptions): Recor
     // Without it each thread reserves a malloc arena and RLIMIT_AS allows only a handful of threads.
     MALLOC_ARENA_MAX: '2',
     MPLBACKEND: 'Agg',
-    CODECALL_CHANNEL_FD: String(CHANNEL_FILE_DESCRIPTOR),
-    CODECALL_MAX_FRAME_BYTES: String(limits.maxFrameBytes),
+    [BootVariable.channelFileDescriptor]: String(CHANNEL_FILE_DESCRIPTOR),
+    [BootVariable.maxFrameBytes]: String(limits.maxFrameBytes),
     CODECALL_ARTIFACTS_DIR: options.artifactsDir,
-    CODECALL_RLIMITS: [
+    [BootVariable.resourceLimits]: [
       `as=${limits.memoryBytes}`,
       `nproc=${limits.maxProcesses}`,
       `fsize=${limits.maxFileBytes}`,

@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { defaultStateRoot, makeOwnedDirectory, stateFolderName } from '../core/state-folders.js';
 
 /**
  * Files the bubblewrap sandbox is built from, generated at run time into one directory: the seccomp program, a
@@ -15,7 +15,7 @@ const DIRECTORY_MODE = 0o711;
 
 /** Default directory: `<tmpdir>/codecall-<uid>/sandbox`. */
 export function defaultSandboxFilesDirectory(): string {
-  return join(tmpdir(), `codecall-${process.getuid?.() ?? 'user'}`, 'sandbox');
+  return join(defaultStateRoot(), 'sandbox');
 }
 
 /**
@@ -30,7 +30,7 @@ export function chooseSandboxFilesDirectory(
   if (explicit !== undefined) return ensureSandboxFilesDirectory(explicit);
   const preferred = ensureSandboxFilesDirectory(defaultSandboxFilesDirectory());
   if (reachable(preferred)) return preferred;
-  const fallback = join('/tmp', `codecall-${process.getuid?.() ?? 'user'}`, 'sandbox');
+  const fallback = join('/tmp', stateFolderName(), 'sandbox');
   return fallback === preferred ? preferred : ensureSandboxFilesDirectory(fallback);
 }
 
@@ -39,10 +39,7 @@ export function chooseSandboxFilesDirectory(
  * @throws CodecallError `SANDBOX_UNAVAILABLE` when it is a link or belongs to someone else.
  */
 export function ensureSandboxFilesDirectory(directory: string): string {
-  mkdirSync(directory, { recursive: true, mode: DIRECTORY_MODE });
-  const stats = lstatSync(directory);
-  const uid = process.getuid?.();
-  if (!stats.isDirectory() || (uid !== undefined && stats.uid !== uid)) {
+  if (!makeOwnedDirectory(directory, DIRECTORY_MODE)) {
     throw new CodecallError(
       'SANDBOX_UNAVAILABLE',
       `sandbox files directory ${directory} is not a directory owned by this user; remove it and retry`,

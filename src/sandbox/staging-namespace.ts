@@ -1,8 +1,10 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { accessSync, constants, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
-import { dirname, join, sep } from 'node:path';
+import { mkdirSync, openSync, rmSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { isInside } from '../core/paths.js';
+import { firstExecutable } from './executables.js';
 
 /**
  * bwrap resolves every bind source as the sandbox user, so when the host is root and the sandbox user is 65534, a
@@ -38,11 +40,6 @@ export interface StagingNamespace {
   reachable(path: string): string | undefined;
 }
 
-/** Whether `path` lies inside `root` (or is it). */
-export function isInside(path: string, root: string): boolean {
-  return path === root || path.startsWith(root.endsWith(sep) ? root : `${root}${sep}`);
-}
-
 function allows(
   mode: number,
   uid: number,
@@ -76,15 +73,8 @@ export function isReachableBy(path: string, uid: number, gid: number): boolean {
 }
 
 function findTool(name: string): string {
-  for (const directory of ['/usr/bin', '/bin', '/usr/sbin', '/sbin']) {
-    const candidate = join(directory, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // Next directory.
-    }
-  }
+  const found = firstExecutable(['/usr/bin', '/bin', '/usr/sbin', '/sbin'].map((directory) => join(directory, name)));
+  if (found !== undefined) return found;
   throw new CodecallError(
     'SANDBOX_UNAVAILABLE',
     `"${name}" (util-linux) is needed to mount directories the sandbox user cannot reach; install util-linux`,

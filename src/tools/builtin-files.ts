@@ -2,6 +2,7 @@ import { constants as fsConstants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { lstat, open, readdir } from 'node:fs/promises';
 import * as path from 'node:path';
+import { formatBytes, formatSeconds } from '../core/wording.js';
 import { defineTool } from './define-tool.js';
 import type { LineSearch } from './line-search.js';
 import { startLineSearch } from './line-search.js';
@@ -38,7 +39,6 @@ export const SKIPPED_DIRECTORY_NAMES: ReadonlySet<string> = new Set(['.git', 'no
 
 /** Size of the reads `read_file` streams a file with. */
 const READ_CHUNK_BYTES = 64 * 1024;
-const MEBIBYTE = 1024 * 1024;
 
 /** Options of {@link createFileTools}. */
 export interface FileToolsOptions {
@@ -93,7 +93,7 @@ export function createFileTools(options: FileToolsOptions): Tool[] {
         'matching a regular expression (JavaScript syntax; a leading (?i) makes it case-insensitive). Binary files, ' +
         `files over ${formatBytes(MAX_SEARCH_FILE_BYTES)}, symbolic links and ${[...SKIPPED_DIRECTORY_NAMES].join('/')} ` +
         `directories are skipped. Returns at most ${MAX_SEARCH_MATCHES} matches ({path, line, text}) from at most ` +
-        `${MAX_SEARCH_FILES} files within ${SEARCH_TIMEOUT_MS / 1000} s; \`truncated\` says when it stopped early.`,
+        `${MAX_SEARCH_FILES} files within ${formatSeconds(SEARCH_TIMEOUT_MS)}; \`truncated\` says when it stopped early.`,
       inputSchema: SEARCH_FILES_INPUT,
       outputSchema: SEARCH_FILES_OUTPUT,
       execute: (args, context) => searchFilesTool(workspace, args, context.signal),
@@ -475,7 +475,7 @@ async function searchFilesTool(
   try {
     for await (const file of walkFiles(resolved.realPath, start.isDirectory(), signal)) {
       if (signal.aborted) return stop('the call was cancelled');
-      if (Date.now() >= deadline) return stop(`stopped after ${SEARCH_TIMEOUT_MS / 1000} s; narrow the path`);
+      if (Date.now() >= deadline) return stop(`stopped after ${formatSeconds(SEARCH_TIMEOUT_MS)}; narrow the path`);
       if (result.filesSearched >= MAX_SEARCH_FILES) {
         return stop(`stopped after ${MAX_SEARCH_FILES} files; narrow the path`);
       }
@@ -495,7 +495,7 @@ async function searchFilesTool(
       });
       if (outcome.timedOut) {
         return stop(
-          `stopped after ${SEARCH_TIMEOUT_MS / 1000} s while matching '${displayPath}'; the regular expression may ` +
+          `stopped after ${formatSeconds(SEARCH_TIMEOUT_MS)} while matching '${displayPath}'; the regular expression may ` +
             'backtrack too much: simplify it, or narrow the path',
         );
       }
@@ -649,8 +649,4 @@ function withoutPartialCharacter(bytes: Buffer): Buffer {
 
 function byName(left: { name: string }, right: { name: string }): number {
   return left.name < right.name ? -1 : left.name > right.name ? 1 : 0;
-}
-
-function formatBytes(bytes: number): string {
-  return bytes % MEBIBYTE === 0 ? `${bytes / MEBIBYTE} MiB` : `${bytes} bytes`;
 }

@@ -1,6 +1,7 @@
 import { CodecallError } from '../core/errors.js';
 import { isPlainObject, isStandardSchema } from './schema.js';
 import type { JsonSchema, StandardSchema, Tool, ToolContext } from './types.js';
+import { describeKind } from './value-description.js';
 
 /** Valid wire names: letters, digits, `_`, `-` and `.`, 1 to 128 characters. */
 export const TOOL_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
@@ -110,12 +111,4 @@ function invalidField(toolName: string, field: string, problem: string): Codecal
     field,
     problem,
   });
-}
-
-function describeKind(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'string')
-    return `string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
-  return typeof value;
 }

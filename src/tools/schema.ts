@@ -1,5 +1,8 @@
-import { CodecallError } from '../core/errors.js';
+import { CodecallError, errorMessage } from '../core/errors.js';
+import { isRecord } from '../core/values.js';
+import { escapePointerToken } from './json-pointer.js';
 import type { JsonSchema, StandardSchema } from './types.js';
+import { describeKind } from './value-description.js';
 
 /** Deepest nesting a tool's JSON Schema may have; deeper schemas are refused as malformed. */
 export const MAX_SCHEMA_DEPTH = 256;
@@ -31,7 +34,7 @@ export function isStandardSchema(value: unknown): value is StandardSchema {
 
 /** True when `value` is a plain object (not an array, class instance or null). */
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  if (!isRecord(value)) return false;
   const prototype: unknown = Object.getPrototypeOf(value);
   return prototype === Object.prototype || prototype === null;
 }
@@ -93,7 +96,7 @@ function convertStandardSchema(toolName: string, schema: StandardSchema, role: S
   try {
     return convert({ target: 'draft-2020-12' });
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = errorMessage(error);
     throw new CodecallError(
       'INVALID_TOOL',
       `invalid tool '${toolName}': its ${role} cannot be converted to JSON Schema (${reason}); use JSON-compatible ` +
@@ -142,13 +145,13 @@ function copyJson(
   } else if (isPlainObject(value)) {
     const target: Record<string, unknown> = {};
     for (const key of Object.keys(value)) {
-      const child = copyJson(toolName, role, value[key], `${pointer}/${escapePointer(key)}`, depth + 1, ancestors);
+      const child = copyJson(toolName, role, value[key], `${pointer}/${escapePointerToken(key)}`, depth + 1, ancestors);
       // defineProperty, so a property literally named "__proto__" stays data instead of replacing the prototype.
       Object.defineProperty(target, key, { value: child, enumerable: true, writable: true, configurable: true });
     }
     copy = target;
   } else {
-    throw invalidSchemaContent(toolName, role, pointer, `an instance of ${value.constructor?.name ?? 'a class'}`);
+    throw invalidSchemaContent(toolName, role, pointer, describeKind(value));
   }
   ancestors.delete(value);
   return copy;
@@ -162,21 +165,10 @@ function invalidSchemaContent(toolName: string, role: SchemaRole, pointer: strin
   );
 }
 
-function escapePointer(key: string): string {
-  return key.replaceAll('~', '~0').replaceAll('/', '~1');
-}
-
 function deepFreeze<T>(value: T): T {
   if (typeof value === 'object' && value !== null) {
     for (const child of Object.values(value)) deepFreeze(child);
     Object.freeze(value);
   }
   return value;
-}
-
-function describeKind(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object') return `an instance of ${value.constructor?.name ?? 'a class'}`;
-  return typeof value;
 }

@@ -1,3 +1,6 @@
+import { clipText } from '../core/wording.js';
+import { escapePointerToken } from './json-pointer.js';
+
 /** Longest rendering of a thrown non-Error object kept in the script's error message. */
 export const MAX_THROWN_VALUE_PREVIEW_CHARS = 1_000;
 
@@ -197,7 +200,7 @@ function currentPointer(frames: readonly Frame[]): string {
   let pointer = '';
   for (const frame of frames) {
     const position = frame.index - 1;
-    const segment = frame.keys === undefined ? String(position) : escapePointer(frame.keys[position] ?? '');
+    const segment = frame.keys === undefined ? String(position) : escapePointerToken(frame.keys[position] ?? '');
     pointer += `/${segment}`;
   }
   return pointer;
@@ -310,10 +313,6 @@ function where(pointer: string): string {
   return pointer === '' ? 'the top level' : pointer;
 }
 
-function escapePointer(key: string): string {
-  return key.replaceAll('~', '~0').replaceAll('/', '~1');
-}
-
 function preview(value: object): string {
   let text: string;
   try {
@@ -321,5 +320,5 @@ function preview(value: object): string {
   } catch {
     text = Object.prototype.toString.call(value);
   }
-  return text.length > MAX_THROWN_VALUE_PREVIEW_CHARS ? `${text.slice(0, MAX_THROWN_VALUE_PREVIEW_CHARS)}…` : text;
+  return clipText(text, MAX_THROWN_VALUE_PREVIEW_CHARS);
 }

@@ -2,17 +2,16 @@ import type { Options as AjvOptions, ErrorObject, ValidateFunction } from 'ajv';
 import { Ajv } from 'ajv';
 import { Ajv2019 } from 'ajv/dist/2019.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { isRecord } from '../core/values.js';
 import type { ArgumentCheck } from './registered-tool.js';
 import type { JsonSchemaDraft, NormalisedSchema } from './schema.js';
 import { isStandardSchema } from './schema.js';
 import { describeThrownValue } from './tool-result.js';
 import type { JsonSchema, StandardSchema } from './types.js';
+import { describeValue } from './value-description.js';
 
 /** Deepest nesting of arguments accepted; deeper ones are refused before any (recursive) validator sees them. */
 export const MAX_ARGUMENT_DEPTH = 256;
-
-/** Longest string quoted back in a validation message ("got string ..."); longer ones are cut with an ellipsis. */
-export const MAX_QUOTED_VALUE_CHARS = 40;
 
 /** The only key refused anywhere in arguments: handlers that merge objects would let it replace a prototype. */
 const FORBIDDEN_KEY = '__proto__';
@@ -100,7 +99,7 @@ function compileSchema(toolName: string, normalised: NormalisedSchema): Validate
  * keys. Returns the message, or undefined when the arguments are acceptable.
  */
 export function checkArgumentShape(toolName: string, args: unknown): string | undefined {
-  if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+  if (!isRecord(args)) {
     return `${toolName}: arguments must be an object of named arguments (got ${describeValue(args)})`;
   }
   if (hasOnlyScalarArguments(args)) return undefined;
@@ -352,19 +351,4 @@ function describeAllowed(values: unknown): string {
   const list = Array.isArray(values) ? values : [values];
   const rendered = list.map((value) => JSON.stringify(value) ?? String(value));
   return rendered.length === 1 ? (rendered[0] ?? '') : `one of ${rendered.join(', ')}`;
-}
-
-/** Describes a received value for a message: `string "x"`, `number 5`, `boolean true`, `null`, `array`, `object`. */
-export function describeValue(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'array';
-  switch (typeof value) {
-    case 'string':
-      return `string ${JSON.stringify(value.length > MAX_QUOTED_VALUE_CHARS ? `${value.slice(0, MAX_QUOTED_VALUE_CHARS)}…` : value)}`;
-    case 'number':
-    case 'boolean':
-      return `${typeof value} ${String(value)}`;
-    default:
-      return typeof value;
-  }
 }

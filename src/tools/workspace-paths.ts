@@ -2,6 +2,7 @@ import { realpathSync, statSync } from 'node:fs';
 import { lstat, mkdir, realpath } from 'node:fs/promises';
 import * as path from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { isInside } from '../core/paths.js';
 
 /** The directory the built-in file tools are confined to. */
 export interface Workspace {
@@ -111,7 +112,7 @@ export async function resolveWritablePath(
   const realParent = await realpath(parent).catch((error: unknown) => {
     throw fileSystemError(toolName, requested, error);
   });
-  if (!isInside(workspace.realPath, realParent)) throw outsideError(toolName, requested, true);
+  if (!isInside(realParent, workspace.realPath)) throw outsideError(toolName, requested, true);
   return { realPath: path.join(realParent, path.basename(target)), displayPath: located.displayPath, exists: false };
 }
 
@@ -152,12 +153,6 @@ export function fileSystemError(toolName: string, requested: string, error: unkn
   }
 }
 
-/** True when `candidate` is `root` or inside it (both absolute and normalised). */
-export function isInside(root: string, candidate: string): boolean {
-  const relative = path.relative(root, candidate);
-  return relative === '' || (!relative.startsWith(`..${path.sep}`) && relative !== '..' && !path.isAbsolute(relative));
-}
-
 interface Location {
   readonly displayPath: string;
   /** Real path of the target when it exists. */
@@ -175,7 +170,7 @@ async function locate(workspace: Workspace, toolName: string, requested: string)
   if (requested.includes('\0')) throw new FileToolError(`${toolName}: path '${requested}' contains a NUL character`);
   // Checked lexically first, so a path outside is refused without touching (or probing) anything outside.
   const candidate = path.resolve(workspace.realPath, requested);
-  const lexicalRoot = [workspace.realPath, workspace.path].find((root) => isInside(root, candidate));
+  const lexicalRoot = [workspace.realPath, workspace.path].find((root) => isInside(candidate, root));
   if (lexicalRoot === undefined) throw outsideError(toolName, requested, false);
   const displayPath = path.relative(lexicalRoot, candidate).split(path.sep).join('/') || '.';
 
@@ -189,7 +184,7 @@ async function locate(workspace: Workspace, toolName: string, requested: string)
       if (code !== 'ENOENT') throw fileSystemError(toolName, requested, error);
     }
     if (realAncestor !== undefined) {
-      if (!isInside(workspace.realPath, realAncestor)) throw outsideError(toolName, requested, true);
+      if (!isInside(realAncestor, workspace.realPath)) throw outsideError(toolName, requested, true);
       const remainder = path.relative(ancestor, candidate);
       if (remainder === '') return { displayPath, realPath: realAncestor, realAncestor, remainder };
       await refuseDanglingLink(toolName, requested, path.join(realAncestor, remainder.split(path.sep)[0] ?? ''));

@@ -163,6 +163,6 @@ describe('codecall stubs and doctor', () => {
     expect(result.status).toBe(0);
     expect(result.stdout).toMatch(/^python\s+\/.*python3.* \(Python 3\.\d+\.\d+, from "python3"\)$/m);
     expect(result.stdout).toMatch(/^isolation\s+(bubblewrap|none) \(sandbox: auto\)$/m);
-    expect(result.stdout).toMatch(/^limits\s+timeout 300 s, 1000 tool calls/m);
+    expect(result.stdout).toMatch(/^limits\s+timeout 300 seconds, 1,000 tool calls/m);
   });
 });

@@ -250,7 +250,7 @@ describe('tool calls', () => {
     const result = await codecall.execute(
       'from tools import hang, ToolError\ntry:\n    hang()\nexcept ToolError as error:\n    print(error)',
     );
-    expect(result.stdout).toBe('hang: the tool call timed out after 300 ms\n');
+    expect(result.stdout).toBe('hang: the tool call timed out after 0.3 seconds\n');
     settleLate?.('too late');
     await sleep(20);
     process.off('unhandledRejection', onRejection);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { OutputSplitter, outputEndMarker } from '../../src/engine/supervise/output-splitter.js';
+import { OutputSplitter } from '../../src/engine/supervise/output-splitter.js';
+import { outputEndMarker } from '../../src/rpc/protocol.js';
 
 function recorder() {
   const events: string[] = [];

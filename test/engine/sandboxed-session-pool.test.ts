@@ -8,9 +8,9 @@ import {
   processesInPidNamespace,
   useSandboxedCodecalls,
 } from '../sandbox/support/sandbox-fixture.js';
+import { sleep } from '../support/sample-tools.js';
 
 const codecallWith = useSandboxedCodecalls();
-const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 const hostPidNamespace = readlinkSync('/proc/self/ns/pid');
 
 describe.skipIf(!bubblewrapUsable)('sessions and the warm pool under bubblewrap', () => {

@@ -9,7 +9,6 @@ import { type Limits, resolveLimits } from '../../src/core/limits.js';
 import type { ProcessExit } from '../../src/engine/launch/interpreter-launch.js';
 import { type LimitEvidence, limitReasonOf } from '../../src/engine/supervise/limit-reason.js';
 import type { CapturedOutput } from '../../src/engine/supervise/output-capture.js';
-import { outputEndMarker } from '../../src/engine/supervise/output-splitter.js';
 import {
   CELL_INTERRUPT_GRACE_MS,
   interruptThenKillPolicy,
@@ -18,6 +17,7 @@ import {
   type StopPolicy,
 } from '../../src/engine/supervise/stop-policy.js';
 import { type SupervisedProcess, type SuperviseOptions, Supervisor } from '../../src/engine/supervise/supervisor.js';
+import { outputEndMarker } from '../../src/rpc/protocol.js';
 import type { RunContainment } from '../../src/sandbox/runner.js';
 
 const outputRoot = mkdtempSync(join(tmpdir(), 'codecall-supervisor-test-'));

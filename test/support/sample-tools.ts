@@ -1,8 +1,9 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { defineTool } from '../../src/tools/define-tool.js';
 
-/** Resolves after `milliseconds`. */
-export const sleep = (milliseconds: number) => new Promise((resolve) => setTimeout(resolve, milliseconds));
+/** Resolves after `milliseconds` (the standard library's promise timer). */
+export { sleep };
 
 /** A zod-typed tool: `add(a, b)`. */
 export const add = defineTool({

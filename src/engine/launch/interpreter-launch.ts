@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import { CodecallError } from '../../core/errors.js';
+import { BootVariable, CHANNEL_FILE_DESCRIPTOR, FIRST_INHERITED_FILE_DESCRIPTOR } from '../../core/launch-layout.js';
 import type { Limits } from '../../core/limits.js';
 import type { ToolLookup } from '../../rpc/tool-call-server.js';
 import { buildScriptEnvironment } from '../../sandbox/environment.js';
@@ -39,9 +40,6 @@ const BOOT_ARGUMENTS: Readonly<Record<BootMode, readonly string[]>> = {
 
 /** How long a release waits for the killed process to be gone (a process stuck in the kernel is not waited for). */
 export const EXIT_WAIT_MS = 2_000;
-
-/** First stdio slot after the tool channel (fd 3): the runner's inherited descriptors start here. */
-const FIRST_INHERITED_SLOT = 4;
 
 /** Everything about a codecall instance that a run needs; fixed between runs. */
 export interface RunEnvironment {
@@ -144,7 +142,7 @@ export async function launchInterpreter(
       passthrough: environment.environmentPassthrough,
     });
     const outputNonce = options.mode === 'session' ? undefined : randomBytes(12).toString('hex');
-    if (outputNonce !== undefined) scriptEnvironment.CODECALL_OUTPUT_NONCE = outputNonce;
+    if (outputNonce !== undefined) scriptEnvironment[BootVariable.outputNonce] = outputNonce;
     prepared = await environment.runner.prepare({
       runId: options.runId,
       interpreter: environment.interpreter,
@@ -173,7 +171,7 @@ async function spawnPrepared(
 ): Promise<LaunchedInterpreter> {
   const { plan, containment } = prepared;
   const inherited = plan.inheritedFileDescriptors ?? [];
-  const controlSlot = plan.controlChannel ? FIRST_INHERITED_SLOT + inherited.length : undefined;
+  const controlSlot = plan.controlChannel ? FIRST_INHERITED_FILE_DESCRIPTOR + inherited.length : undefined;
   let child: ChildProcess;
   try {
     child = spawn(plan.command, plan.args, {
@@ -211,7 +209,7 @@ async function spawnPrepared(
     throw spawnError(plan.command, 'error' in failure ? failure.error : undefined);
   }
   trackProcessGroup(pid);
-  const channel = child.stdio[3] as Duplex;
+  const channel = child.stdio[CHANNEL_FILE_DESCRIPTOR] as Duplex;
   // The script may close its end or die at any time: errors on the pipes are the end of the stream, not a crash.
   channel.on('error', () => {});
   child.stdin?.on('error', () => {});

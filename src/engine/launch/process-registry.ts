@@ -1,3 +1,5 @@
+import { signalProcess } from '../../core/processes.js';
+
 /** Process groups of live runs, killed synchronously if the host process exits while they run. */
 const liveProcessGroups = new Set<number>();
 let exitHandlerInstalled = false;
@@ -9,11 +11,7 @@ function killLiveGroups(): void {
 
 /** Sends a signal to a whole process group; a group that is already gone is not an error. */
 export function signalProcessGroup(processGroup: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-processGroup, signal);
-  } catch {
-    // ESRCH: the group is gone already.
-  }
+  signalProcess(-processGroup, signal);
 }
 
 /** Tracks a run's process group until {@link forgetProcessGroup}; all are killed when the host exits. */

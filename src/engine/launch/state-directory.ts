@@ -1,7 +1,6 @@
-import { lstatSync, mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CodecallError } from '../../core/errors.js';
+import { makeOwnedDirectory } from '../../core/state-folders.js';
 
 /** Folders codecall keeps its working files in. */
 export interface StateDirectories {
@@ -15,16 +14,8 @@ export interface StateDirectories {
   readonly outputs: string;
 }
 
-/** Default root of codecall's working files. */
-export function defaultStateRoot(): string {
-  return join(tmpdir(), `codecall-${process.getuid?.() ?? 'user'}`);
-}
-
 function ensureOwnedDirectory(path: string, mode: number): void {
-  mkdirSync(path, { recursive: true, mode });
-  const stats = lstatSync(path);
-  // A shared /tmp lets anyone create the path first: refuse a link or a folder someone else owns.
-  if (!stats.isDirectory() || (process.getuid !== undefined && stats.uid !== process.getuid())) {
+  if (!makeOwnedDirectory(path, mode)) {
     throw new CodecallError(
       'INVALID_CONFIG',
       `state directory ${path} is not a directory owned by this user; remove it or set "stateDir"`,

@@ -1,5 +1,6 @@
 import type { Limits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
+import { formatBytes, formatSeconds } from '../../core/wording.js';
 
 /** What hints need to know about the tool module. */
 export interface HintContext {
@@ -27,17 +28,17 @@ export function failureHint(result: Omit<ExecuteResult, 'hint'>, context: HintCo
   const { moduleName, limits } = context;
   switch (result.reason) {
     case 'timeout':
-      return `The script was stopped at the ${formatSeconds(limits.timeoutMs)} time limit; do less per run, or run tool calls in parallel with ${moduleName}.aio and asyncio.gather.`;
+      return `The script was stopped at its time limit of ${formatSeconds(limits.timeoutMs)}; do less per run, or run tool calls in parallel with ${moduleName}.aio and asyncio.gather.`;
     case 'tool_calls':
       return `The script reached the limit of ${limits.maxToolCalls} tool calls per run; split the work across several runs.`;
     case 'memory':
-      return `The script ran out of memory (limit ${Math.round(limits.memoryBytes / 1024 / 1024)} MiB); process the data in smaller pieces.`;
+      return `The script ran out of memory (limit ${formatBytes(limits.memoryBytes)}); process the data in smaller pieces.`;
     case 'output':
       return `The script printed more than ${limits.maxOutputBytes} bytes and was stopped; print a summary, not raw data.`;
     case 'pids':
       return `The script started too many processes or threads (limit ${limits.maxProcesses}); use fewer.`;
     case 'cpu':
-      return `The script used up its CPU time (${limits.cpuSeconds} s); use a cheaper algorithm or less data.`;
+      return `The script used up its CPU time (${formatSeconds(limits.cpuSeconds * 1000)}); use a cheaper algorithm or less data.`;
     default:
       break;
   }
@@ -77,10 +78,4 @@ export function failureHint(result: Omit<ExecuteResult, 'hint'>, context: HintCo
     return 'Tool results arrive as parsed Python values (dicts and lists), not JSON text: index them (result["key"]) instead of treating them as strings; print(result) shows their shape.';
   }
   return undefined;
-}
-
-/** Renders milliseconds as seconds for people ("2 s", "0.5 s"). */
-export function formatSeconds(milliseconds: number): string {
-  const seconds = milliseconds / 1000;
-  return `${Number.isInteger(seconds) ? seconds : seconds.toFixed(1)} s`;
 }

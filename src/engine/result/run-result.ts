@@ -4,9 +4,10 @@ import type { ExecuteResult, ExecuteStatus, ScriptError } from '../../core/resul
 import { cleanScriptError, cleanScriptText } from '../../core/script-text.js';
 import { decodeUtf8 } from '../../core/text-sanitizer.js';
 import { omissionNotice, utf8PrefixEnd, utf8SuffixStart } from '../../core/text-truncation.js';
+import { formatSeconds } from '../../core/wording.js';
 import type { ScriptExceptionReport } from '../../rpc/protocol.js';
 import type { CapturedOutput } from '../supervise/output-capture.js';
-import { failureHint, formatSeconds, type HintContext } from './failure-hints.js';
+import { failureHint, type HintContext } from './failure-hints.js';
 
 /** What a finished run (or session cell) left for its result: exit, captured output, tool calls, limit reason. */
 export interface ProcessOutcome {
@@ -92,7 +93,10 @@ function scriptError(outcome: ProcessOutcome, limits: Limits, stderr: string): S
     case 'pids':
       return { type: 'ProcessLimit', message: `the script exceeded its limit of ${limits.maxProcesses} processes` };
     case 'cpu':
-      return { type: 'CpuLimit', message: `the script used more than ${limits.cpuSeconds} s of CPU time` };
+      return {
+        type: 'CpuLimit',
+        message: `the script used more than ${formatSeconds(limits.cpuSeconds * 1000)} of CPU time`,
+      };
     default:
       break;
   }

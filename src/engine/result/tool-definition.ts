@@ -1,4 +1,4 @@
-import type { Codecall, ExecuteCodeToolDefinition } from '../codecall.js';
+import type { Codecall } from '../codecall.js';
 
 /**
  * The model-facing description of `execute_code` for a codecall: what the tool does, the functions scripts can
@@ -6,9 +6,4 @@ import type { Codecall, ExecuteCodeToolDefinition } from '../codecall.js';
  */
 export function describeExecuteCode(codecall: Codecall): Promise<string> {
   return codecall.describe();
-}
-
-/** The `execute_code` tool definition (name, description, JSON input schema) to hand to any model API. */
-export function executeCodeToolDefinition(codecall: Codecall): Promise<ExecuteCodeToolDefinition> {
-  return codecall.toolDefinition();
 }

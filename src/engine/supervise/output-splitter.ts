@@ -1,3 +1,5 @@
+import { outputEndMarker } from '../../rpc/protocol.js';
+
 /** What an {@link OutputSplitter} finds in one output stream of an interpreter. */
 export interface OutputSplitterHandlers {
   /** Bytes of the running script or cell. */
@@ -6,14 +8,6 @@ export interface OutputSplitterHandlers {
   outside(chunk: Buffer): void;
   /** The end marker went by: the output on this stream is complete. */
   ended(): void;
-}
-
-/**
- * The marker the boot writes at the end of a script's or a cell's output, on stdout and on stderr, straight to the
- * file descriptor.
- */
-export function outputEndMarker(nonce: string): Buffer {
-  return Buffer.from(`\0codecall-end-${nonce}\0`, 'latin1');
 }
 
 /**

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { CodecallAbortError, CodecallError } from '../../core/errors.js';
-import type { Limits } from '../../core/limits.js';
+import { type Limits, resolveCallLimits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
 import { launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
 import { createRunId } from '../launch/run-directory.js';
 import { finishResult, outputPathsOf } from '../result/finish-result.js';
-import { checkCode, limitsForCall } from './call-options.js';
+import { checkCode } from './check-code.js';
 import { SessionProcess } from './session-process.js';
 import type { SessionSlots, SlotHolder } from './session-slots.js';
 
@@ -108,7 +108,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
   async execute(code: string, options: CellOptions = {}): Promise<ExecuteResult> {
     checkCode(code);
     if (this.#closed) throw closedError();
-    const limits = limitsForCall(this.#limits, options);
+    const limits = resolveCallLimits(this.#limits, options);
     return this.#enqueue(() => this.#runCell(code, limits, options.signal));
   }
 
