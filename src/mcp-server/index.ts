@@ -28,12 +28,16 @@ export {
   serveStdio,
   toCallToolResult,
 } from './execute-code-server.js';
-export type { HttpExecuteCodeServer, ServeHttpOptions } from './streamable-http-server.js';
+export { checkHttpToken, generateHttpToken, MIN_HTTP_TOKEN_LENGTH } from './http-access.js';
+export type { HttpExecuteCodeServer, HttpSessionLimits, ServeHttpOptions } from './streamable-http-server.js';
 export {
   DEFAULT_HTTP_HOST,
   HTTP_SESSION_IDLE_TIMEOUT_MS,
+  HTTP_UNUSED_SESSION_TIMEOUT_MS,
   MAX_HTTP_REQUEST_BYTES,
   MAX_HTTP_SESSIONS,
+  MAX_HTTP_SESSIONS_PER_CLIENT,
   MCP_HTTP_PATH,
   serveHttp,
 } from './streamable-http-server.js';
+export { UNIX_SOCKET_MODE } from './unix-socket.js';
