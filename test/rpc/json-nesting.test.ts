@@ -15,9 +15,11 @@ function depthOf(value: unknown): number {
 /** A random JSON value whose strings are full of brackets, quotes and escapes, up to `depth` levels deep. */
 function randomJson(random: () => number, depth: number): unknown {
   if (depth === 0 || random() < 0.1) {
-    const pieces = ['[', ']', '{', '}', '"', '\\', '\\"', 'é', '😀', 'x', ' ', '\n'];
+    const pieces = ['[', ']', '{', '}', '"', '\\', '\\"', '\\\\', 'é', '😀', 'x', ' ', '\n'];
     let text = '';
-    for (let index = Math.floor(random() * 8); index > 0; index -= 1) {
+    // Short strings and long ones: the scan steps through the first bytes and searches through the rest.
+    const length = random() < 0.3 ? 20 + Math.floor(random() * 60) : Math.floor(random() * 8);
+    for (let index = length; index > 0; index -= 1) {
       text += pieces[Math.floor(random() * pieces.length)];
     }
     return random() < 0.5 ? text : Math.floor(random() * 1000);
@@ -68,6 +70,16 @@ describe('exceedsJsonNesting', () => {
     expect(exceeds(`["\\\\",${nested(MAX_JSON_NESTING_DEPTH)}]`)).toBe(true);
     expect(exceeds(`["${'\\\\'.repeat(99)}",${nested(MAX_JSON_NESTING_DEPTH)}]`)).toBe(true);
     expect(exceeds(`["\\\\",${nested(MAX_JSON_NESTING_DEPTH - 1)}]`)).toBe(false);
+  });
+
+  it('finds the end of long strings whatever the escapes around where the byte-by-byte part stops', () => {
+    for (let padding = 0; padding < 70; padding += 1) {
+      for (const escapes of ['\\"', '\\\\', '\\\\\\"', '\\n']) {
+        const string = `"${'x'.repeat(padding)}${escapes}${'['.repeat(300)}${escapes}${'{'.repeat(padding)}"`;
+        expect(exceeds(`[${string},${nested(MAX_JSON_NESTING_DEPTH - 1)}]`), string).toBe(false);
+        expect(exceeds(`[${string},${nested(MAX_JSON_NESTING_DEPTH)}]`), string).toBe(true);
+      }
+    }
   });
 
   it('does not let stray closers lend depth to the openers after them', () => {
