@@ -7,6 +7,7 @@ import { type CodecallOptions, createCodecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/result/format-result.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
 import { runDoctor } from './doctor.js';
+import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting, readHttpToken } from './http-token.js';
 import { terminalJson, terminalText } from './terminal-output.js';
 
 /** Exit status: the script succeeded. */
@@ -22,7 +23,7 @@ commands:
   run <script.py | ->   run a Python script with the tools; prints what the model would see
   stubs                 print the generated Python module
   doctor                show the interpreter, the isolation available, and the limits
-  serve                 serve execute_code as an MCP server on stdio (--http PORT for Streamable HTTP)
+  serve                 serve execute_code as an MCP server on stdio (--http for Streamable HTTP)
 
 options:
   --config FILE         configuration file (default: ./codecall.json when present)
@@ -31,8 +32,12 @@ options:
   --sandbox MODE        auto | bubblewrap | none
   --python COMMAND      Python interpreter (default: python3)
   --json                run: print the whole result object as JSON
-  --http PORT           serve: Streamable HTTP on 127.0.0.1:PORT instead of stdio
-  --host ADDRESS        serve: address to listen on with --http (default 127.0.0.1)
+  --http PORT           serve: Streamable HTTP on 127.0.0.1:PORT instead of stdio; every request needs
+                        "Authorization: Bearer <token>" (a random token is printed at start unless configured)
+  --http unix:PATH      serve: Streamable HTTP on a Unix socket only this user can connect to (mode 0600)
+  --host ADDRESS        serve: address to listen on with --http PORT (default 127.0.0.1)
+  --token-file FILE     serve: the bearer token, from a file only this user can read (or set ${HTTP_TOKEN_ENVIRONMENT_VARIABLE})
+  --allow-host NAME     serve: a further name accepted in Host and Origin (e.g. a proxy's); repeatable
   -h, --help            show this help
 `;
 
@@ -72,12 +77,31 @@ function parseTimeout(text: string): number {
   return Math.round(milliseconds);
 }
 
-function parsePort(text: string): number {
-  const port = Number(text);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-    throw new UsageError(`--http takes a port number from 0 to 65535, got "${text}"`);
+/** Prefix of `--http` values naming a Unix socket. */
+const UNIX_SOCKET_PREFIX = 'unix:';
+
+/** Where `--http` listens: a TCP port, or a Unix socket. */
+type HttpAddress = { readonly port: number } | { readonly socketPath: string };
+
+function parseHttpAddress(text: string): HttpAddress {
+  if (text.startsWith(UNIX_SOCKET_PREFIX)) {
+    const socketPath = text.slice(UNIX_SOCKET_PREFIX.length);
+    if (socketPath === '') throw new UsageError('--http unix:PATH needs the path of the socket to create');
+    return { socketPath };
   }
-  return port;
+  const port = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new UsageError(`--http takes a port number from 0 to 65535 or unix:PATH, got "${text}"`);
+  }
+  return { port };
+}
+
+/** Options of `serve` beyond the codecall's own. */
+interface ServeCommandOptions {
+  readonly http: string | undefined;
+  readonly host: string | undefined;
+  readonly tokenFile: string | undefined;
+  readonly allowedHosts: readonly string[] | undefined;
 }
 
 /**
@@ -132,9 +156,16 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
       case 'stubs':
         return await stubsCommand(options as CodecallOptions, streams);
       case 'doctor':
-        return await runDoctor(options as CodecallOptions, streams.stdout);
+        return await runDoctor(options as CodecallOptions, streams.stdout, {
+          httpToken: () => readHttpToken({ tokenFile: values['token-file'], environment: process.env }),
+        });
       case 'serve':
-        return await serveCommand(options as CodecallOptions, streams, { http: values.http, host: values.host });
+        return await serveCommand(options as CodecallOptions, streams, {
+          http: values.http,
+          host: values.host,
+          tokenFile: values['token-file'],
+          allowedHosts: values['allow-host'],
+        });
       default:
         throw new UsageError(`unknown command "${command}"`);
     }
@@ -161,6 +192,8 @@ function parseCommandLine(argv: readonly string[]) {
       json: { type: 'boolean' },
       http: { type: 'string' },
       host: { type: 'string' },
+      'token-file': { type: 'string' },
+      'allow-host': { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -207,8 +240,24 @@ async function stubsCommand(options: CodecallOptions, streams: CommandLineStream
 async function serveCommand(
   options: CodecallOptions,
   streams: CommandLineStreams,
-  serve: { readonly http: string | undefined; readonly host: string | undefined },
+  serve: ServeCommandOptions,
 ): Promise<number> {
+  const address = serve.http === undefined ? undefined : parseHttpAddress(serve.http);
+  if (address === undefined) {
+    for (const [flag, value] of [
+      ['--host', serve.host],
+      ['--token-file', serve.tokenFile],
+      ['--allow-host', serve.allowedHosts],
+    ] as const) {
+      if (value !== undefined) throw new UsageError(`${flag} applies to serve --http only`);
+    }
+  } else if ('socketPath' in address && serve.host !== undefined) {
+    throw new UsageError('--host applies to --http PORT, not to a Unix socket');
+  }
+  const tokenSetting =
+    address === undefined ? undefined : await readHttpToken({ tokenFile: serve.tokenFile, environment: process.env });
+  // Read once: nothing started later needs it in its environment.
+  delete process.env[HTTP_TOKEN_ENVIRONMENT_VARIABLE];
   const { serveHttp, serveStdio } = await import('../mcp-server/index.js');
   const codecall = createCodecall(options);
   let stopServing = (): void => {};
@@ -218,9 +267,19 @@ async function serveCommand(
   process.once('SIGINT', stopServing);
   process.once('SIGTERM', stopServing);
   try {
-    if (serve.http !== undefined) {
-      const server = await serveHttp(codecall, { port: parsePort(serve.http), host: serve.host ?? '127.0.0.1' });
-      streams.stderr.write(`codecall: serving execute_code over Streamable HTTP at ${server.url}\n`);
+    if (address !== undefined && tokenSetting !== undefined) {
+      const server = await serveHttp(codecall, {
+        ...address,
+        host: serve.host,
+        token: tokenSetting.token,
+        allowedHosts: serve.allowedHosts,
+      });
+      const where =
+        server.socketPath === undefined
+          ? `at ${server.url}`
+          : `on the Unix socket ${server.socketPath} (mode 0600), endpoint ${server.url}`;
+      streams.stderr.write(`codecall: serving execute_code over Streamable HTTP ${where}\n`);
+      streams.stderr.write(describeToken(tokenSetting, server.token));
       await shutdown;
       await server.close();
     } else {
@@ -233,4 +292,15 @@ async function serveCommand(
     process.off('SIGINT', stopServing);
     process.off('SIGTERM', stopServing);
   }
+}
+
+/** What `serve --http` tells its user about the token: where it comes from, and the generated one itself. */
+function describeToken(setting: HttpTokenSetting, token: string): string {
+  if (setting.token !== undefined) {
+    return `codecall: every request needs "Authorization: Bearer <token>" with the token from ${setting.source}\n`;
+  }
+  return (
+    `codecall: every request needs "Authorization: Bearer <token>"; bearer token generated for this start: ${token}\n` +
+    `codecall: to keep one across restarts, set ${HTTP_TOKEN_ENVIRONMENT_VARIABLE} or give --token-file FILE\n`
+  );
 }

@@ -5,6 +5,21 @@ import { formatBytes, formatSeconds, plural } from '../core/wording.js';
 import { type CodecallOptions, createCodecall, DEFAULT_PYTHON } from '../engine/codecall.js';
 import { describeSandboxProbe, probeSandbox } from '../sandbox/bubblewrap-probe.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
+import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting } from './http-token.js';
+
+/** What `doctor` reports beyond the codecall's options. */
+export interface DoctorSettings {
+  /** The bearer token `serve --http` would use (from `--token-file` or the environment). */
+  readonly httpToken?: (() => Promise<HttpTokenSetting>) | undefined;
+}
+
+function describeHttpAuthentication(setting: HttpTokenSetting): string {
+  const token =
+    setting.token === undefined
+      ? `a random one generated at each start and printed on stderr (set ${HTTP_TOKEN_ENVIRONMENT_VARIABLE} or --token-file to keep one)`
+      : `from ${setting.source}`;
+  return `authentication: bearer token on every request, ${token}; Host and Origin checked on loopback; --http unix:PATH for a socket only this user can open`;
+}
 
 function describeLimits(limits: Limits): string {
   return [
@@ -26,7 +41,11 @@ function describeLimits(limits: Limits): string {
  * `codecall doctor`: what runs would use here — the interpreter, the isolation, the tools, the limits. Exit 0 when
  * a script can run as configured, 1 when something needed is missing.
  */
-export async function runDoctor(options: CodecallOptions, output: Writable): Promise<number> {
+export async function runDoctor(
+  options: CodecallOptions,
+  output: Writable,
+  settings: DoctorSettings = {},
+): Promise<number> {
   const line = (label: string, text: string) => output.write(`${label.padEnd(12)} ${text}\n`);
   let healthy = true;
   const python = options.python ?? DEFAULT_PYTHON;
@@ -71,6 +90,15 @@ export async function runDoctor(options: CodecallOptions, output: Writable): Pro
       'secrets',
       options.redactSecrets === false ? 'shown as printed (redactSecrets: false)' : 'masked in output and errors',
     );
+    if (settings.httpToken !== undefined) {
+      try {
+        line('http', describeHttpAuthentication(await settings.httpToken()));
+      } catch (error) {
+        if (!(error instanceof CodecallError)) throw error;
+        line('http', `authentication: NOT USABLE: ${error.message}`);
+        healthy = false;
+      }
+    }
   } finally {
     await codecall.close();
   }

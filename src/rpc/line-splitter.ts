@@ -1,24 +1,39 @@
+import { exceedsJsonNesting } from '../core/json-nesting.js';
+
 /** What the splitter found in the byte stream. */
 export interface LineSplitterHandlers {
   /** A complete frame, without its newline, decoded as UTF-8 (invalid sequences become U+FFFD). */
   line(line: string): void;
   /** A frame longer than the limit was skipped up to its newline (reported once, when it starts). */
   oversized(limitBytes: number): void;
+  /** A frame nesting arrays and objects deeper than the limit was dropped without being decoded or parsed. */
+  tooDeep(maxDepth: number): void;
+}
+
+/** Limits of a {@link LineSplitter}. */
+export interface LineSplitterLimits {
+  /** Largest frame, newline included. */
+  readonly maxFrameBytes: number;
+  /** Deepest nesting of arrays and objects in a frame (see `exceedsJsonNesting`). */
+  readonly maxNestingDepth: number;
 }
 
 /**
- * Splits a byte stream into newline-terminated frames of at most `maxFrameBytes` (newline included). An oversized
- * frame is discarded as it streams in, never buffered whole.
+ * Splits a byte stream into newline-terminated JSON frames of at most `maxFrameBytes` (newline included) nesting at
+ * most `maxNestingDepth` deep. An oversized frame is discarded as it streams in, never buffered whole; a deep one is
+ * dropped before it is decoded, so no parser ever sees it.
  */
 export class LineSplitter {
   readonly #maxFrameBytes: number;
+  readonly #maxNestingDepth: number;
   readonly #handlers: LineSplitterHandlers;
   #partial: Buffer[] = [];
   #partialBytes = 0;
   #discarding = false;
 
-  constructor(maxFrameBytes: number, handlers: LineSplitterHandlers) {
-    this.#maxFrameBytes = maxFrameBytes;
+  constructor(limits: LineSplitterLimits, handlers: LineSplitterHandlers) {
+    this.#maxFrameBytes = limits.maxFrameBytes;
+    this.#maxNestingDepth = limits.maxNestingDepth;
     this.#handlers = handlers;
   }
 
@@ -37,16 +52,24 @@ export class LineSplitter {
         this.#reset();
         this.#handlers.oversized(this.#maxFrameBytes);
       } else if (this.#partialBytes === 0) {
-        // Decoded straight from the chunk: no Buffer view per frame on every call's hot path.
-        if (newline > start) this.#handlers.line(chunk.toString('utf8', start, newline));
+        // Checked and decoded straight from the chunk: no Buffer view per frame on every call's hot path.
+        if (newline > start) this.#emit(chunk, start, newline);
       } else {
         this.#partial.push(chunk.subarray(start, newline));
         const line = Buffer.concat(this.#partial, this.#partialBytes + (newline - start));
         this.#reset();
-        this.#handlers.line(line.toString('utf8'));
+        this.#emit(line, 0, line.length);
       }
       start = newline + 1;
     }
+  }
+
+  #emit(bytes: Buffer, start: number, end: number): void {
+    if (exceedsJsonNesting(bytes, this.#maxNestingDepth, start, end)) {
+      this.#handlers.tooDeep(this.#maxNestingDepth);
+      return;
+    }
+    this.#handlers.line(bytes.toString('utf8', start, end));
   }
 
   #keep(chunk: Buffer, start: number, end: number): void {

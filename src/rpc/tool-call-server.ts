@@ -1,4 +1,5 @@
 import type { Duplex } from 'node:stream';
+import { MAX_JSON_NESTING_DEPTH } from '../core/json-nesting.js';
 import { isRecord } from '../core/values.js';
 import { formatSeconds } from '../core/wording.js';
 import type { ArgumentCheck, RegisteredTool } from '../tools/registered-tool.js';
@@ -129,17 +130,28 @@ export class ToolCallServer {
   constructor(options: ToolCallServerOptions) {
     this.#options = options;
     this.#budget = options;
-    this.#splitter = new LineSplitter(options.maxFrameBytes, {
-      line: (line) => this.#onLine(line),
-      oversized: (limit) =>
-        this.#reply(
-          encodeErrorReply(
-            null,
-            ChannelErrorCode.frameTooLarge,
-            `frame too large: over the channel limit of ${limit} bytes`,
+    this.#splitter = new LineSplitter(
+      { maxFrameBytes: options.maxFrameBytes, maxNestingDepth: MAX_JSON_NESTING_DEPTH },
+      {
+        line: (line) => this.#onLine(line),
+        oversized: (limit) =>
+          this.#reply(
+            encodeErrorReply(
+              null,
+              ChannelErrorCode.frameTooLarge,
+              `frame too large: over the channel limit of ${limit} bytes`,
+            ),
           ),
-        ),
-    });
+        tooDeep: (maxDepth) =>
+          this.#reply(
+            encodeErrorReply(
+              null,
+              ChannelErrorCode.parseError,
+              `parse error: the frame nests arrays and objects deeper than ${maxDepth} levels`,
+            ),
+          ),
+      },
+    );
     options.socket.on('data', (chunk: Buffer) => {
       if (!this.#ended) this.#splitter.push(chunk);
     });

@@ -50,6 +50,13 @@ afterAll(() => {
   rmSync(directory, { recursive: true, force: true });
 });
 
+/** A transport to a codecall HTTP server that sends its bearer token. */
+function httpTransport(url: string, token: string): StreamableHTTPClientTransport {
+  return new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+}
+
 /** Status of an initialize POST with extra headers, sent with node:http (fetch does not let Host be set). */
 function postStatus(url: string, headers: Record<string, string>): Promise<number | undefined> {
   const body = JSON.stringify({
@@ -161,11 +168,11 @@ describe('codecall serve over Streamable HTTP', () => {
     expect(server.url).toBe(`http://127.0.0.1:${server.port}/mcp`);
     const client = new Client({ name: 'codecall-test', version: '1.0.0' });
     try {
-      await client.connect(new StreamableHTTPClientTransport(new URL(server.url)));
+      await client.connect(httpTransport(server.url, server.token));
       await checkExecuteCodeOver(client);
       await callExecuteCode(client, 'mine = "first client"');
       const other = new Client({ name: 'codecall-test-2', version: '1.0.0' });
-      await other.connect(new StreamableHTTPClientTransport(new URL(server.url)));
+      await other.connect(httpTransport(server.url, server.token));
       try {
         expect(textOf(await callExecuteCode(other, 'print("mine" in globals())'))).toBe('False\n');
       } finally {
@@ -178,22 +185,24 @@ describe('codecall serve over Streamable HTTP', () => {
     }
   });
 
-  it('serves the CLI with --http, and refuses a request whose Host is not loopback', async () => {
+  it('serves the CLI with --http and its printed token, and refuses a request whose Host is not loopback', async () => {
     const child: ChildProcess = spawn(process.execPath, [CLI_PATH, 'serve', '--http', '0', '--config', configFile], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     try {
-      const url = await new Promise<string>((resolve, reject) => {
+      const { url, token } = await new Promise<{ url: string; token: string }>((resolve, reject) => {
         let stderr = '';
         child.stderr?.on('data', (chunk: Buffer) => {
           stderr += String(chunk);
-          const found = /(http:\/\/\S+\/mcp)/.exec(stderr)?.[1];
-          if (found !== undefined) resolve(found);
+          const url = /(http:\/\/\S+\/mcp)/.exec(stderr)?.[1];
+          const token = /bearer token generated for this start: (\S+)\n/.exec(stderr)?.[1];
+          if (url !== undefined && token !== undefined) resolve({ url, token });
         });
         child.once('exit', (code) => reject(new Error(`codecall serve exited with ${code}: ${stderr}`)));
       });
+      expect(await postStatus(url, {})).toBe(401);
       const client = new Client({ name: 'codecall-test', version: '1.0.0' });
-      await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+      await client.connect(httpTransport(url, token));
       try {
         const result = await callExecuteCode(client, READ_FILES_SCRIPT);
         expect(result.content).toEqual([{ type: 'text', text: 'a.txt alpha\nb.txt beta\n' }]);
@@ -201,8 +210,9 @@ describe('codecall serve over Streamable HTTP', () => {
         await client.close();
       }
       // What a browser sends after a DNS rebinding: the attacker's name in Host.
-      expect(await postStatus(url, { Host: 'attacker.example' })).toBe(403);
-      expect(await postStatus(url, { Origin: 'https://attacker.example' })).toBe(403);
+      const authorization = `Bearer ${token}`;
+      expect(await postStatus(url, { Authorization: authorization, Host: 'attacker.example' })).toBe(403);
+      expect(await postStatus(url, { Authorization: authorization, Origin: 'https://attacker.example' })).toBe(403);
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
       expect(await exited).toBe(0);

@@ -1,15 +1,20 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_JSON_NESTING_DEPTH } from '../../src/core/json-nesting.js';
 import { LineSplitter } from '../../src/rpc/line-splitter.js';
 
 /** What a splitter reported, in order: frames as text, oversized frames as `{ oversized: limit }`. */
-type Event = string | { readonly oversized: number };
+type Event = string | { readonly oversized: number } | { readonly tooDeep: number };
 
 function createSplitter(maxFrameBytes: number): { splitter: LineSplitter; events: Event[] } {
   const events: Event[] = [];
-  const splitter = new LineSplitter(maxFrameBytes, {
-    line: (line) => events.push(line),
-    oversized: (limit) => events.push({ oversized: limit }),
-  });
+  const splitter = new LineSplitter(
+    { maxFrameBytes, maxNestingDepth: MAX_JSON_NESTING_DEPTH },
+    {
+      line: (line) => events.push(line),
+      oversized: (limit) => events.push({ oversized: limit }),
+      tooDeep: (limit) => events.push({ tooDeep: limit }),
+    },
+  );
   return { splitter, events };
 }
 
