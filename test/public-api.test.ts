@@ -55,6 +55,7 @@ const ROOT_TYPES = [
 const MCP_VALUES = ['createExecuteCodeServer', 'createMcpToolSource', 'parseMcpServers', 'serveHttp', 'serveStdio'];
 const MCP_TYPES = [
   'HttpExecuteCodeServer',
+  'HttpSessionLimits',
   'McpServerConfig',
   'ServeHttpOptions',
   'ServeStdioOptions',

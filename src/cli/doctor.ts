@@ -26,7 +26,7 @@ function describeLimits(limits: Limits): string {
     `timeout ${formatSeconds(limits.timeoutMs)}`,
     plural(limits.maxToolCalls, 'tool call'),
     `tool call timeout ${formatSeconds(limits.toolCallTimeoutMs)}`,
-    `stdout shown ${limits.maxStdoutBytes} bytes`,
+    `stdout shown ${formatBytes(limits.maxStdoutBytes)}`,
     `errors shown ${formatBytes(limits.maxErrorBytes)}`,
     `output ${formatBytes(limits.maxOutputBytes)}`,
     `memory ${formatBytes(limits.memoryBytes)}`,

@@ -217,6 +217,8 @@ export class ToolCallServer {
   }
 
   #onLine(line: string): void {
+    // A callback earlier in the same chunk may have ended the server (e.g. on `$done`): later frames are not acted on.
+    if (this.#ended) return;
     let message: unknown;
     try {
       message = JSON.parse(line);

@@ -96,7 +96,7 @@ describe('main called in process', () => {
     expect(result.status).toBe(EXIT_SUCCESS);
     expect(result.stdout).toMatch(/^python\s+\/.*python3.* \(Python 3\.\d+\.\d+, from "python3"\)$/m);
     expect(result.stdout).toMatch(/^isolation\s+none \(sandbox: none\)$/m);
-    expect(result.stdout).toMatch(/^limits\s+timeout 30 s, 1000 tool calls/m);
+    expect(result.stdout).toMatch(/^limits\s+timeout 30 seconds, 1,000 tool calls/m);
   });
 
   it('serves execute_code over its stdin and stdout until the input ends, then lets go of the signals', async () => {

@@ -569,7 +569,7 @@ describe('per-call timeouts', () => {
     vi.advanceTimersByTime(1);
     expect(await script.next()).toEqual({
       id: 1,
-      error: { code: ChannelErrorCode.toolCallTimeout, message: 'gated: the tool call timed out after 300 ms' },
+      error: { code: ChannelErrorCode.toolCallTimeout, message: 'gated: the tool call timed out after 0.3 seconds' },
     });
     expect(signal.aborted).toBe(true);
     expect((signal.reason as Error).message).toBe('tool call timed out');
@@ -723,5 +723,15 @@ describe('notifications', () => {
     });
     expect(onNotification).toHaveBeenCalledOnce();
     expect(onNotification).toHaveBeenCalledWith('$ready', { pid: 12 });
+  });
+
+  it('acts on no frame after a notification callback ended the server, even in the same chunk', async () => {
+    const add = createAdd();
+    let server: ToolCallServer | undefined;
+    const started = startServer([add.tool], { onNotification: () => server?.end() });
+    server = started.server;
+    started.script.send('{"method":"$done","params":{}}\n{"id":1,"method":"add","params":{"a":1,"b":2}}\n');
+    await started.script.closed();
+    expect(add.execute).not.toHaveBeenCalled();
   });
 });
