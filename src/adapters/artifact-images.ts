@@ -37,6 +37,8 @@ export interface ArtifactsForModel {
   readonly listed: readonly ListedArtifact[];
 }
 
+const LARGER_THAN_CAP = `larger than ${MAX_MODEL_IMAGE_BYTES.toLocaleString('en-US')} bytes`;
+
 const IMAGE_MIME_TYPES: ReadonlySet<string> = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
 
 /**
@@ -81,7 +83,7 @@ async function readImageFile(path: string): Promise<{ data: Buffer; mediaType: M
   try {
     const stats = await handle.stat();
     if (!stats.isFile()) return 'not a regular file';
-    if (stats.size > MAX_MODEL_IMAGE_BYTES) return `larger than ${MAX_MODEL_IMAGE_BYTES} bytes`;
+    if (stats.size > MAX_MODEL_IMAGE_BYTES) return LARGER_THAN_CAP;
     // One byte more than the size shows a file that grew after the check.
     const buffer = Buffer.alloc(stats.size + 1);
     let length = 0;
