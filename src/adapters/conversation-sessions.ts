@@ -2,7 +2,7 @@ import { CodecallError } from '../core/errors.js';
 import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
 import type { ExecuteResult } from '../core/result.js';
 import type { Codecall } from '../engine/codecall.js';
-import type { CellOptions, CodecallSession, SessionOptions } from '../engine/session.js';
+import type { CellOptions, CodecallSession, SessionOptions } from '../engine/supervise/session.js';
 
 /** Conversation of the calls that name none: a single-conversation agent needs no id at all. */
 export const DEFAULT_CONVERSATION_ID = 'default';

@@ -1,5 +1,5 @@
 import type { ExecuteResult } from '../core/result.js';
-import { formatResultForModel } from '../engine/format-result.js';
+import { formatResultForModel } from '../engine/result/format-result.js';
 import { type ListedArtifact, type ModelImage, readArtifactsForModel } from './artifact-images.js';
 
 /** Characters of an artifact's name shown to the model at most. */

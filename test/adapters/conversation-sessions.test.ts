@@ -5,8 +5,8 @@ import {
   MAX_CONVERSATION_ID_LENGTH,
   type SessionHost,
 } from '../../src/adapters/conversation-sessions.js';
-import { formatResultForModel, STATE_LOST_NOTICE } from '../../src/engine/format-result.js';
-import type { CodecallSession } from '../../src/engine/session.js';
+import { formatResultForModel, STATE_LOST_NOTICE } from '../../src/engine/result/format-result.js';
+import type { CodecallSession } from '../../src/engine/supervise/session.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
 
 const newCodecall = useCodecalls();
