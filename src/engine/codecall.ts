@@ -12,6 +12,7 @@ import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
 import type { SandboxRunner } from '../sandbox/runner.js';
 import { createSandboxRunner } from '../sandbox/select-runner.js';
 import { resolveBuiltinTools } from '../tools/builtin-tool-sets.js';
+import type { FileToolsPolicyOptions } from '../tools/file-access-policy.js';
 import type { RegisteredTool, ToolSource, ToolSourceStatus } from '../tools/registered-tool.js';
 import { createToolRegistry, registerTool, type ToolRegistry } from '../tools/registry.js';
 import type { JsonSchema, Tool, ToolModuleDescriptor } from '../tools/types.js';
@@ -48,6 +49,8 @@ export interface CodecallOptions {
   readonly builtinTools?: readonly string[];
   /** Folder the built-in file tools are confined to (default: the current directory). */
   readonly workspace?: string;
+  /** What the built-in file tools must leave alone: `deniedPaths` patterns, version-control writes. */
+  readonly files?: FileToolsPolicyOptions;
   /** Name of the generated Python module (default `tools`). */
   readonly moduleName?: string;
   /** Python command or path (default `python3`), resolved once to the real interpreter. */
@@ -137,6 +140,7 @@ export const CODECALL_OPTION_NAMES: ReadonlySet<string> = new Set([
   'tools',
   'builtinTools',
   'workspace',
+  'files',
   'moduleName',
   'python',
   'sandbox',
@@ -197,7 +201,12 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
   }
   const workspace = resolvePath(options.workspace ?? process.cwd());
   const staticTools: RegisteredTool[] = [
-    ...resolveBuiltinTools({ names: options.builtinTools ?? [], workspace }).map((tool) => registerTool(tool)),
+    ...resolveBuiltinTools({
+      names: options.builtinTools ?? [],
+      workspace,
+      stateDir: options.stateDir ?? defaultStateRoot(),
+      files: options.files,
+    }).map((tool) => registerTool(tool)),
     ...(options.tools ?? []).map((tool) => registerTool(tool as Tool)),
   ];
   // Checks wire-name uniqueness now, so a duplicate is a configuration error at creation.

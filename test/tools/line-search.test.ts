@@ -35,7 +35,9 @@ describe('startLineSearch', () => {
   });
 
   it('stops a catastrophically backtracking pattern at the deadline while the host stays responsive', async () => {
-    const search = startLineSearch({ pattern: /^(a+)+$/, maxLineChars: 100 });
+    // The lookahead keeps it off the linear engine.
+    const search = startLineSearch({ pattern: /^(?=a)(a+)+$/, maxLineChars: 100 });
+    expect(search.engine).toBe('backtracking');
     let ticks = 0;
     const ticker = setInterval(() => {
       ticks += 1;
