@@ -314,9 +314,11 @@ export async function openForReading(
     handle = await openEntryAt(parent.fd, name, fsConstants.O_RDONLY);
   } catch (error) {
     parent.close();
-    throw (error as NodeJS.ErrnoException).code === 'ELOOP'
-      ? linkError(toolName, requested, name, true)
-      : fileSystemError(toolName, requested, error);
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') throw linkError(toolName, requested, name, true);
+    // A Unix socket cannot be opened (ENXIO).
+    if (code === 'ENXIO') throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
+    throw fileSystemError(toolName, requested, error);
   }
   parent.close();
   const stats = await statOpened(handle, toolName, requested);
@@ -380,7 +382,11 @@ export async function openFileForWriting(
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
         if (code === 'ELOOP') throw linkError(toolName, requested, name, true);
+        // A FIFO without a reader, or a Unix socket.
         if (code === 'ENXIO') throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
+        // A denied directory is refused as denied, not described.
+        if (code === 'EISDIR')
+          checkAccess(workspace, toolName, requested, target, { isDirectory: true, access: 'write' });
         if (code !== 'ENOENT') throw fileSystemError(toolName, requested, error);
         try {
           const created = await openEntryAt(
