@@ -65,7 +65,9 @@ export function checkFileToolsPolicyOptions(options: unknown): FileToolsPolicyOp
       );
     }
   }
-  const { allowVersionControlWrites } = options as FileToolsPolicyOptions;
+  const { allowVersionControlWrites, deniedPaths } = options as FileToolsPolicyOptions;
+  // Compiled here too, so a bad pattern is a configuration error even where the file tools are not enabled.
+  if (deniedPaths !== undefined) compileDeniedPaths(deniedPaths);
   if (allowVersionControlWrites !== undefined && typeof allowVersionControlWrites !== 'boolean') {
     throw new CodecallError(
       'INVALID_CONFIG',

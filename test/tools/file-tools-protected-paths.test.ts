@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CodecallError } from '../../src/core/errors.js';
+import { createCodecall } from '../../src/engine/codecall.js';
 import { defaultStateRoot } from '../../src/engine/state-directory.js';
 import { createFileTools, type FileToolsOptions } from '../../src/tools/builtin-files.js';
 import { resolveBuiltinTools } from '../../src/tools/builtin-tool-sets.js';
@@ -314,5 +315,59 @@ describe("codecall's state folder inside the workspace", () => {
     expect(() =>
       resolveBuiltinTools({ names: [], workspace, files: { deny: ['x'] } as unknown as { deniedPaths: string[] } }),
     ).toThrow('unknown key "deny" in files; known keys: deniedPaths, allowVersionControlWrites');
+  });
+});
+
+describe('through createCodecall', () => {
+  it("keeps a run's own directory unreachable when the state folder is inside the workspace", async () => {
+    const root = await mkdtemp(path.join(tmpdir(), 'codecall-state-inside-'));
+    const codecall = createCodecall({
+      workspace: root,
+      stateDir: path.join(root, 'state'),
+      builtinTools: ['files'],
+      sandbox: 'none',
+      files: { deniedPaths: ['*.secret'] },
+    });
+    try {
+      await writeFile(path.join(root, 'api.secret'), 'denied-token\n');
+      const result = await codecall.execute(
+        [
+          'import os',
+          'from tools import read_file, write_file, list_files, search_files, ToolError',
+          `run = os.path.relpath(os.getcwd(), ${JSON.stringify(root)})`,
+          "open('mine.txt', 'w').write('x')",
+          'calls = [',
+          "    lambda: read_file(run + '/mine.txt'),",
+          "    lambda: write_file(run + '/new.txt', 'x'),",
+          "    lambda: write_file('state/runs/planted.txt', 'x'),",
+          '    lambda: list_files(run),',
+          "    lambda: search_files('x', path=run),",
+          "    lambda: read_file('api.secret'),",
+          ']',
+          'for call in calls:',
+          '    try:',
+          '        call()',
+          "        print('allowed')",
+          '    except ToolError as error:',
+          "        print('refused', 'state folder' in str(error) or 'denied path' in str(error))",
+          "print(sorted(entry['name'] for entry in list_files('.')['entries']))",
+        ].join('\n'),
+      );
+      expect(result.stderr).toBe('');
+      expect(result.stdout).toBe(`${'refused True\n'.repeat(6)}[]\n`);
+      expect(await exists(path.join(root, 'state', 'runs', 'planted.txt'))).toBe(false);
+    } finally {
+      await codecall.close();
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a workspace inside the state folder at creation', () => {
+    expect(() => createCodecall({ workspace, stateDir: base, builtinTools: ['files'] })).toThrow(
+      "is inside codecall's state folder",
+    );
+    expect(() => createCodecall({ workspace, files: { deniedPaths: 'x' as unknown as string[] } })).toThrow(
+      'files.deniedPaths must be an array',
+    );
   });
 });
