@@ -94,8 +94,11 @@ describe('SearchBudget', () => {
     await new Promise((resolve) => setTimeout(resolve, 120));
     turn.end();
     expect(budget.remainingMs('run')).toBe(0);
-    const error = await queued.catch((thrown: unknown) => thrown as SearchRefusedError);
-    expect(error.reason).toBe('exhausted');
+    const error = await queued.then(
+      () => undefined,
+      (thrown: unknown) => thrown as SearchRefusedError,
+    );
+    expect(error?.reason).toBe('exhausted');
     await expect(budget.begin('run', signal)).rejects.toThrow('this run has used its 0.1 s of search time');
     expect(budget.remainingMs('another-run')).toBe(100);
   });
