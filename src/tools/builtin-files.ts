@@ -40,8 +40,10 @@ export const MAX_MATCH_TEXT_CHARS = 300;
 export const SEARCH_TIMEOUT_MS = 15_000;
 /** `search_files` calls of one run that work at once; the others wait their turn. */
 export const MAX_CONCURRENT_SEARCHES_PER_RUN = 1;
-/** Host time all `search_files` calls of one run (or session) may take together. */
+/** Host time the `search_files` calls of one run (or session) may take together before they must wait. */
 export const SEARCH_TIME_PER_RUN_MS = 60_000;
+/** Search time a run gets back per unit of time passed: one second every five. */
+export const SEARCH_TIME_REFILL_RATIO = 0.2;
 /** Runs whose spent search time is remembered (least recently used idle ones are forgotten past it). */
 export const MAX_REMEMBERED_SEARCH_RUNS = 4_096;
 /** A NUL byte among a file's first this-many bytes marks it as binary (skipped by `search_files`). */
@@ -81,6 +83,7 @@ export function createFileTools(options: FileToolsOptions): Tool[] {
   const searchBudget = new SearchBudget({
     maxConcurrentPerRun: MAX_CONCURRENT_SEARCHES_PER_RUN,
     timePerRunMs: SEARCH_TIME_PER_RUN_MS,
+    refillRatio: SEARCH_TIME_REFILL_RATIO,
     callTimeoutMs: SEARCH_TIMEOUT_MS,
     maxRememberedRuns: MAX_REMEMBERED_SEARCH_RUNS,
   });
@@ -124,7 +127,8 @@ export function createFileTools(options: FileToolsOptions): Tool[] {
         `files over ${formatBytes(MAX_SEARCH_FILE_BYTES)}, symbolic links and ${[...SKIPPED_DIRECTORY_NAMES].join('/')} ` +
         `directories are skipped. Returns at most ${MAX_SEARCH_MATCHES} matches ({path, line, text}) from at most ` +
         `${MAX_SEARCH_FILES} files within ${SEARCH_TIMEOUT_MS / 1000} s; \`truncated\` says when it stopped early. ` +
-        `Searches of one run take turns, and together may take ${SEARCH_TIME_PER_RUN_MS / 1000} s.`,
+        `Searches of one run take turns and together may take ${SEARCH_TIME_PER_RUN_MS / 1000} s (it comes back at ` +
+        `1 s every ${1 / SEARCH_TIME_REFILL_RATIO} s).`,
       inputSchema: SEARCH_FILES_INPUT,
       outputSchema: SEARCH_FILES_OUTPUT,
       execute: (args, context) => searchFilesTool(workspace, searchBudget, args, context),

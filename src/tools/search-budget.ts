@@ -2,8 +2,13 @@
 export interface SearchBudgetOptions {
   /** Searches of one run that work at once; the others wait their turn, in order. */
   readonly maxConcurrentPerRun: number;
-  /** Host time all the searches of one run (or session) may take together, in milliseconds. */
+  /** Host time the searches of one run (or session) may take together before they must wait for it to refill. */
   readonly timePerRunMs: number;
+  /**
+   * Search time a run gets back per millisecond that passes (0.2: one second every five), so a long session is not
+   * refused forever while a flood still costs the host at most this share of a thread once the budget is spent.
+   */
+  readonly refillRatio: number;
   /** Time one search may take, in milliseconds. */
   readonly callTimeoutMs: number;
   /** Runs whose spent time is remembered; past it the least recently used idle ones are forgotten. */
@@ -38,14 +43,20 @@ type Waiter = () => void;
 
 interface RunAccount {
   running: number;
+  /** Search time spent and not yet refilled, as of `updatedAt`. */
   spentMs: number;
+  /** `performance.now()` when `spentMs` was last brought up to date. */
+  updatedAt: number;
   readonly waiting: Waiter[];
 }
 
+/** Search time left below which a run is refused: a turn shorter than this could not do anything useful. */
+const MIN_TURN_MS = 1;
+
 /**
- * Host work the searches of each run may do: a few at once per run (the rest queue), and a total time per run, so
- * a script firing many expensive searches costs the host at most a few threads for the time it has left, and its
- * waiting searches give up when their call is cancelled (the run ended, the call timed out).
+ * Host work the searches of each run may do: a few at once per run (the rest queue), and a time budget per run that
+ * refills slowly, so a script firing many expensive searches costs the host at most a few threads for a bounded
+ * time, and its waiting searches give up when their call is cancelled (the run ended, the call timed out).
  */
 export class SearchBudget {
   readonly #options: SearchBudgetOptions;
@@ -56,10 +67,11 @@ export class SearchBudget {
     this.#options = options;
   }
 
-  /** Milliseconds of search time the run has left. */
+  /** Milliseconds of search time the run has left now. */
   remainingMs(runId: string): number {
-    const spent = this.#accounts.get(runId)?.spentMs ?? 0;
-    return Math.max(0, this.#options.timePerRunMs - spent);
+    const account = this.#accounts.get(runId);
+    if (account !== undefined) this.#refill(account);
+    return Math.max(0, this.#options.timePerRunMs - (account?.spentMs ?? 0));
   }
 
   /** Searches of the run working now, and waiting. */
@@ -75,7 +87,7 @@ export class SearchBudget {
   begin(runId: string, signal: AbortSignal): Promise<SearchTurn> {
     const account = this.#account(runId);
     if (signal.aborted) return Promise.reject(cancelled());
-    if (account.spentMs >= this.#options.timePerRunMs) return Promise.reject(this.#exhausted());
+    if (this.#exhausted(account)) return Promise.reject(this.#exhaustedError());
     if (account.running < this.#options.maxConcurrentPerRun && account.waiting.length === 0) {
       return Promise.resolve(this.#startTurn(runId, account));
     }
@@ -87,7 +99,7 @@ export class SearchBudget {
       };
       const waiter: Waiter = () => {
         signal.removeEventListener('abort', onAbort);
-        if (account.spentMs >= this.#options.timePerRunMs) reject(this.#exhausted());
+        if (this.#exhausted(account)) reject(this.#exhaustedError());
         else resolve(this.#startTurn(runId, account));
       };
       account.waiting.push(waiter);
@@ -98,16 +110,15 @@ export class SearchBudget {
   #startTurn(runId: string, account: RunAccount): SearchTurn {
     account.running += 1;
     const started = performance.now();
-    const now = Date.now();
     const left = this.#options.timePerRunMs - account.spentMs;
-    const limitedByRun = left < this.#options.callTimeoutMs;
     let ended = false;
     return {
-      deadline: now + Math.min(left, this.#options.callTimeoutMs),
-      limitedByRun,
+      deadline: Date.now() + Math.min(left, this.#options.callTimeoutMs),
+      limitedByRun: left < this.#options.callTimeoutMs,
       end: () => {
         if (ended) return;
         ended = true;
+        this.#refill(account);
         account.running -= 1;
         account.spentMs += performance.now() - started;
         this.#startWaiting(account);
@@ -122,9 +133,20 @@ export class SearchBudget {
     }
   }
 
+  #exhausted(account: RunAccount): boolean {
+    this.#refill(account);
+    return this.#options.timePerRunMs - account.spentMs < MIN_TURN_MS;
+  }
+
+  #refill(account: RunAccount): void {
+    const now = performance.now();
+    account.spentMs = Math.max(0, account.spentMs - (now - account.updatedAt) * this.#options.refillRatio);
+    account.updatedAt = now;
+  }
+
   #account(runId: string): RunAccount {
     let account = this.#accounts.get(runId);
-    if (account === undefined) account = { running: 0, spentMs: 0, waiting: [] };
+    if (account === undefined) account = { running: 0, spentMs: 0, updatedAt: performance.now(), waiting: [] };
     else this.#accounts.delete(runId);
     this.#accounts.set(runId, account);
     this.#forgetOldest(runId);
@@ -140,15 +162,20 @@ export class SearchBudget {
     }
   }
 
-  #exhausted(): SearchRefusedError {
+  #exhaustedError(): SearchRefusedError {
+    const refill = this.#options.refillRatio > 0 ? `; it comes back at ${formatRatio(this.#options.refillRatio)}` : '';
     return new SearchRefusedError(
       'exhausted',
-      `this run has used its ${this.#options.timePerRunMs / 1000} s of search time; search a narrower path with a ` +
-        'simpler pattern, or read the files with read_file',
+      `this run has used its ${this.#options.timePerRunMs / 1000} s of search time${refill}: search a narrower path ` +
+        'with a simpler pattern, or read the files with read_file',
     );
   }
 }
 
 function cancelled(): SearchRefusedError {
   return new SearchRefusedError('cancelled', 'the call was cancelled before its search could start');
+}
+
+function formatRatio(ratio: number): string {
+  return ratio >= 1 ? 'the rate time passes' : `1 s every ${Number((1 / ratio).toFixed(1))} s`;
 }

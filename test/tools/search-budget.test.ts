@@ -39,7 +39,13 @@ async function waitForThreads(atMost: number): Promise<number> {
 const CATASTROPHIC_PATTERN = '^(?=a)(a+)+$';
 const CATASTROPHIC_LINE = `${'a'.repeat(34)}!\n`;
 
-const budgetOptions = { maxConcurrentPerRun: 1, timePerRunMs: 60_000, callTimeoutMs: 15_000, maxRememberedRuns: 100 };
+const budgetOptions = {
+  maxConcurrentPerRun: 1,
+  timePerRunMs: 60_000,
+  refillRatio: 0,
+  callTimeoutMs: 15_000,
+  maxRememberedRuns: 100,
+};
 
 describe('SearchBudget', () => {
   it('lets one search of a run work at a time, in order, and other runs independently', async () => {
@@ -101,6 +107,21 @@ describe('SearchBudget', () => {
     expect(error?.reason).toBe('exhausted');
     await expect(budget.begin('run', signal)).rejects.toThrow('this run has used its 0.1 s of search time');
     expect(budget.remainingMs('another-run')).toBe(100);
+  });
+
+  it('gives a spent run its time back as time passes', async () => {
+    const budget = new SearchBudget({ ...budgetOptions, timePerRunMs: 50, refillRatio: 1, callTimeoutMs: 1_000 });
+    const signal = new AbortController().signal;
+    const turn = await budget.begin('run', signal);
+    // A 120 ms turn overspends the 50 ms budget: refilling only gives back time already spent.
+    const spin = performance.now();
+    while (performance.now() - spin < 120) {
+      // Busy, like a search.
+    }
+    turn.end();
+    await expect(budget.begin('run', signal)).rejects.toThrow('it comes back at the rate time passes');
+    while (budget.remainingMs('run') < 50) await new Promise((resolve) => setTimeout(resolve, 10));
+    (await budget.begin('run', signal)).end();
   });
 
   it('forgets the least recently used idle runs past its memory', async () => {
