@@ -385,8 +385,9 @@ export async function openFileForWriting(
         // A FIFO without a reader, or a Unix socket.
         if (code === 'ENXIO') throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
         // A denied directory is refused as denied, not described.
-        if (code === 'EISDIR')
+        if (code === 'EISDIR') {
           checkAccess(workspace, toolName, requested, target, { isDirectory: true, access: 'write' });
+        }
         if (code !== 'ENOENT') throw fileSystemError(toolName, requested, error);
         try {
           const created = await openEntryAt(
