@@ -6,6 +6,7 @@ import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
 import { defaultStateRoot } from '../core/state-folders.js';
 import { type McpServerConfig, parseMcpServers } from '../mcp-client/server-config.js';
 import { checkScriptVariables, type ScriptVariables } from '../sandbox/environment.js';
+import type { FileToolsPolicyOptions } from '../tools/file-access-policy.js';
 import type { Tool } from '../tools/types.js';
 import { DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS, type SessionOptions } from './supervise/session.js';
 import { type PoolOptions, resolvePoolSize } from './supervise/warm-pool.js';
@@ -55,6 +56,8 @@ export interface CodecallOptions {
    * is not masked.
    */
   readonly redactSecrets?: boolean;
+  /** What the built-in file tools must leave alone: `deniedPaths` patterns, version-control writes. */
+  readonly files?: FileToolsPolicyOptions;
 }
 
 /** The `sessions` option of `createCodecall`. */
@@ -95,6 +98,7 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   pool: true,
   sessions: true,
   redactSecrets: true,
+  files: true,
 });
 
 const SESSIONS_OPTION_NAMES = knownKeys<keyof SessionsOptions>({ maxLive: true, idleTimeoutMs: true });
@@ -118,6 +122,8 @@ export interface ResolvedCodecallOptions {
   readonly variables: ScriptVariables;
   readonly network: boolean;
   readonly redactSecrets: boolean;
+  /** The `files` option as given; checked whole by the built-in file tools when the codecall is created. */
+  readonly files: FileToolsPolicyOptions | undefined;
   /** Absolute path of the state folder. */
   readonly stateRoot: string;
   readonly poolSize: number;
@@ -175,6 +181,7 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
     variables: checkScriptVariables({ extra: given.env, passthrough: given.envPassthrough }),
     network,
     redactSecrets,
+    files: given.files,
     stateRoot: resolvePath(checkPath(given.stateDir, 'stateDir') ?? defaultStateRoot()),
     poolSize: resolvePoolSize(given.pool),
     sessions: resolveSessionsOptions(given.sessions),

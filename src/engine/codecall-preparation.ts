@@ -44,9 +44,12 @@ export class CodecallPreparation {
   constructor(options: ResolvedCodecallOptions) {
     this.#options = options;
     this.#staticTools = [
-      ...resolveBuiltinTools({ names: options.builtinTools, workspace: options.workspace }).map((tool) =>
-        registerTool(tool),
-      ),
+      ...resolveBuiltinTools({
+        names: options.builtinTools,
+        workspace: options.workspace,
+        stateDir: options.stateRoot,
+        files: options.files,
+      }).map((tool) => registerTool(tool)),
       ...options.tools.map((tool) => registerTool(tool)),
     ];
     // Checks wire-name uniqueness now, so a duplicate is a configuration error at creation.

@@ -1,21 +1,26 @@
 import { constants as fsConstants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { lstat, open, readdir } from 'node:fs/promises';
-import * as path from 'node:path';
 import { formatBytes, formatSeconds } from '../core/wording.js';
 import { defineTool } from './define-tool.js';
+import type { FileToolsPolicyOptions } from './file-access-policy.js';
+import { VERSION_CONTROL_NAMES } from './file-access-policy.js';
 import type { LineSearch } from './line-search.js';
 import { startLineSearch } from './line-search.js';
 import type { NamePattern } from './name-pattern.js';
 import { compileNamePattern, NamePatternError } from './name-pattern.js';
-import type { JsonSchema, Tool } from './types.js';
-import type { Workspace } from './workspace-paths.js';
+import { closeDirectory, listDirectoryAt, openDirectoryAt, openEntryAt, statEntryAt } from './open-beneath.js';
+import { SearchBudget, SearchRefusedError } from './search-budget.js';
+import type { JsonSchema, Tool, ToolContext } from './types.js';
+import type { OpenDirectory, OpenEntry, Workspace } from './workspace-paths.js';
 import {
   FileToolError,
   fileSystemError,
+  openFileForReading,
+  openFileForWriting,
+  openForReading,
   openWorkspace,
-  resolveExistingPath,
-  resolveWritablePath,
+  openWorkspaceDirectory,
+  parseWorkspacePath,
 } from './workspace-paths.js';
 
 /** Most bytes of text `read_file` returns in one call; the result says where to continue when it is reached. */
@@ -28,33 +33,60 @@ export const MAX_SEARCH_MATCHES = 200;
 export const MAX_SEARCH_FILES = 5_000;
 /** Files larger than this are skipped by `search_files`. */
 export const MAX_SEARCH_FILE_BYTES = 10 * 1024 * 1024;
+/** Directory levels `search_files` descends below its starting directory. */
+export const MAX_SEARCH_DEPTH = 64;
 /** Longest line text in a search match; longer lines are cut and end with `…`. */
 export const MAX_MATCH_TEXT_CHARS = 300;
 /** Time one `search_files` call may take; it returns what it found so far when this runs out. */
 export const SEARCH_TIMEOUT_MS = 15_000;
+/** `search_files` calls of one run that work at once; the others wait their turn. */
+export const MAX_CONCURRENT_SEARCHES_PER_RUN = 1;
+/** Host time the `search_files` calls of one run (or session) may take together before they must wait. */
+export const SEARCH_TIME_PER_RUN_MS = 60_000;
+/** Search time a run gets back per unit of time passed: one second every five. */
+export const SEARCH_TIME_REFILL_RATIO = 0.2;
+/** Runs whose spent search time is remembered (least recently used idle ones are forgotten past it). */
+export const MAX_REMEMBERED_SEARCH_RUNS = 4_096;
 /** A NUL byte among a file's first this-many bytes marks it as binary (skipped by `search_files`). */
 export const BINARY_SNIFF_BYTES = 8_000;
 /** Directories `search_files` does not descend into (unless asked to search inside one directly). */
-export const SKIPPED_DIRECTORY_NAMES: ReadonlySet<string> = new Set(['.git', 'node_modules']);
+export const SKIPPED_DIRECTORY_NAMES: ReadonlySet<string> = new Set([...VERSION_CONTROL_NAMES, 'node_modules']);
 
 /** Size of the reads `read_file` streams a file with. */
 const READ_CHUNK_BYTES = 64 * 1024;
 
 /** Options of {@link createFileTools}. */
-export interface FileToolsOptions {
+export interface FileToolsOptions extends FileToolsPolicyOptions {
   /** Directory the tools are confined to; must exist. Relative paths resolve against the current directory. */
   readonly workspace: string;
+  /**
+   * Absolute directories the tools never reach when they lie inside the workspace: codecall passes its state folder
+   * (run directories and outputs) here. A workspace inside one of them is refused.
+   */
+  readonly unreachableDirectories?: readonly string[];
 }
 
 /**
  * The built-in tool set `files`: `read_file`, `write_file`, `list_files` and `search_files`, confined to the
- * workspace. Every path is resolved with realpath and refused when it leads outside (absolute paths, `..`, symbolic
- * links of the file or any parent directory).
+ * workspace. The workspace is opened once; every path is then opened one component at a time from it without ever
+ * following a symbolic link (a link anywhere in a path is refused, whatever it points to), so no concurrent rename
+ * or swap can lead a tool outside. Only regular files are read or written; `write_file` refuses version-control
+ * metadata (`.git`, `.hg`, `.svn`) unless allowed, and every tool refuses the `deniedPaths` patterns.
+ * `search_files` works in a worker thread per call, one call at a time per run, within a time budget per run, and
+ * stops when its call is cancelled.
  *
- * @throws CodecallError('INVALID_CONFIG') when the workspace is not an existing directory.
+ * @throws CodecallError('INVALID_CONFIG') when the workspace is not an existing directory, lies inside an unreachable
+ * directory, or for a bad policy option.
  */
 export function createFileTools(options: FileToolsOptions): Tool[] {
-  const workspace = openWorkspace(options.workspace);
+  const workspace = openWorkspace(options);
+  const searchBudget = new SearchBudget({
+    maxConcurrentPerRun: MAX_CONCURRENT_SEARCHES_PER_RUN,
+    timePerRunMs: SEARCH_TIME_PER_RUN_MS,
+    refillRatio: SEARCH_TIME_REFILL_RATIO,
+    callTimeoutMs: SEARCH_TIMEOUT_MS,
+    maxRememberedRuns: MAX_REMEMBERED_SEARCH_RUNS,
+  });
   return [
     defineTool({
       name: 'read_file',
@@ -62,7 +94,7 @@ export function createFileTools(options: FileToolsOptions): Tool[] {
         'Read a text file of the workspace (UTF-8; invalid bytes become U+FFFD). `offset` is the first line to ' +
         `return (1-based, default 1) and \`limit\` the most lines to return (default: all). At most ${formatBytes(MAX_READ_BYTES)} ` +
         'of text comes back per call: when that cap cuts the requested lines, `truncated` is true and `nextOffset` is ' +
-        'the line to pass as `offset` to continue. `totalLines` counts the whole file.',
+        'the line to pass as `offset` to continue. `totalLines` counts the whole file. Symbolic links are not followed.',
       inputSchema: READ_FILE_INPUT,
       outputSchema: READ_FILE_OUTPUT,
       execute: (args, context) => readFileTool(workspace, args, context.signal),
@@ -71,7 +103,8 @@ export function createFileTools(options: FileToolsOptions): Tool[] {
       name: 'write_file',
       description:
         'Write text (UTF-8) to a file of the workspace, replacing it if it exists and creating missing parent ' +
-        'directories. Returns the number of bytes written.',
+        'directories. Returns the number of bytes written. Symbolic links are not followed, and version-control ' +
+        'folders (.git, .hg, .svn) are not written.',
       inputSchema: WRITE_FILE_INPUT,
       outputSchema: WRITE_FILE_OUTPUT,
       execute: (args) => writeFileTool(workspace, args),
@@ -93,10 +126,12 @@ export function createFileTools(options: FileToolsOptions): Tool[] {
         'matching a regular expression (JavaScript syntax; a leading (?i) makes it case-insensitive). Binary files, ' +
         `files over ${formatBytes(MAX_SEARCH_FILE_BYTES)}, symbolic links and ${[...SKIPPED_DIRECTORY_NAMES].join('/')} ` +
         `directories are skipped. Returns at most ${MAX_SEARCH_MATCHES} matches ({path, line, text}) from at most ` +
-        `${MAX_SEARCH_FILES} files within ${formatSeconds(SEARCH_TIMEOUT_MS)}; \`truncated\` says when it stopped early.`,
+        `${MAX_SEARCH_FILES} files within ${formatSeconds(SEARCH_TIMEOUT_MS)}; \`truncated\` says when it stopped early. ` +
+        `Searches of one run take turns and together may take ${formatSeconds(SEARCH_TIME_PER_RUN_MS)} (it comes back ` +
+        `at 1 second every ${formatSeconds(1000 / SEARCH_TIME_REFILL_RATIO)}).`,
       inputSchema: SEARCH_FILES_INPUT,
       outputSchema: SEARCH_FILES_OUTPUT,
-      execute: (args, context) => searchFilesTool(workspace, args, context.signal),
+      execute: (args, context) => searchFilesTool(workspace, searchBudget, args, context),
     }),
   ];
 }
@@ -249,11 +284,11 @@ async function readFileTool(
   const requested = requireString('read_file', args, 'path');
   const offset = optionalPositiveInteger('read_file', args, 'offset') ?? 1;
   const limit = optionalPositiveInteger('read_file', args, 'limit');
-  const resolved = await resolveExistingPath(workspace, 'read_file', requested);
-  const handle = await openRegularFile('read_file', requested, resolved.realPath, fsConstants.O_RDONLY);
+  const target = parseWorkspacePath(workspace, 'read_file', requested);
+  const handle = await openFileForReading(workspace, 'read_file', requested, target);
   try {
     const scan = await scanLines(handle, offset, limit, signal);
-    const base = { path: resolved.displayPath, totalLines: scan.totalLines, offset, limit: limit ?? null };
+    const base = { path: target.displayPath, totalLines: scan.totalLines, offset, limit: limit ?? null };
     const kept = Buffer.concat(scan.kept);
     if (scan.capHit && scan.completeLines > 0) {
       const nextOffset = offset + scan.completeLines;
@@ -362,25 +397,18 @@ async function writeFileTool(workspace: Workspace, args: Record<string, unknown>
   const requested = requireString('write_file', args, 'path');
   const content = args.content;
   if (typeof content !== 'string') throw new FileToolError("write_file: argument 'content' must be string");
-  const target = await resolveWritablePath(workspace, 'write_file', requested);
-  if (target.exists) {
-    const existing = await lstat(target.realPath).catch((error: unknown) => {
-      throw fileSystemError('write_file', requested, error);
-    });
-    if (existing.isDirectory()) throw new FileToolError(`write_file: '${requested}' is a directory`);
-    if (!existing.isFile()) throw new FileToolError(`write_file: '${requested}' is not a regular file`);
-  }
+  const target = parseWorkspacePath(workspace, 'write_file', requested);
   const data = Buffer.from(content, 'utf8');
-  const flags = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC;
-  const handle = await openRegularFile('write_file', requested, target.realPath, flags);
+  const { handle, created } = await openFileForWriting(workspace, 'write_file', requested, target);
   try {
+    await handle.truncate(0);
     await handle.writeFile(data);
   } catch (error) {
     throw fileSystemError('write_file', requested, error);
   } finally {
     await handle.close();
   }
-  return { path: target.displayPath, bytesWritten: data.length, created: !target.exists };
+  return { path: target.displayPath, bytesWritten: data.length, created };
 }
 
 /** One entry of `list_files`. */
@@ -401,39 +429,46 @@ export interface ListFilesResult {
 async function listFilesTool(workspace: Workspace, args: Record<string, unknown>): Promise<ListFilesResult> {
   const requested = optionalString('list_files', args, 'path') ?? '.';
   const pattern = optionalString('list_files', args, 'pattern');
-  const resolved = await resolveExistingPath(workspace, 'list_files', requested);
-  const directory = await lstat(resolved.realPath).catch((error: unknown) => {
-    throw fileSystemError('list_files', requested, error);
-  });
-  if (!directory.isDirectory()) {
-    throw new FileToolError(`list_files: '${requested}' is not a directory; use read_file to read a file`);
-  }
-  const directoryEntries = await readdir(resolved.realPath, { withFileTypes: true }).catch((error: unknown) => {
-    throw fileSystemError('list_files', requested, error);
-  });
   const matcher = pattern === undefined ? undefined : compilePattern(pattern);
-  const matching = directoryEntries.filter((entry) => matcher === undefined || matcher.test(entry.name)).sort(byName);
-  const shown = matching.slice(0, MAX_LIST_ENTRIES);
-  const entries = await Promise.all(
-    shown.map(async (entry): Promise<ListedEntry> => {
-      const type = entry.isSymbolicLink()
-        ? 'symlink'
-        : entry.isDirectory()
-          ? 'directory'
-          : entry.isFile()
-            ? 'file'
-            : 'other';
-      if (type !== 'file') return { name: entry.name, type, size: null };
-      const stats = await lstat(path.join(resolved.realPath, entry.name)).catch(() => undefined);
-      return { name: entry.name, type, size: stats?.size ?? null };
-    }),
-  );
-  return {
-    path: resolved.displayPath,
-    entries,
-    totalEntries: matching.length,
-    truncated: matching.length > shown.length,
-  };
+  const target = parseWorkspacePath(workspace, 'list_files', requested);
+  const directory = await openWorkspaceDirectory(workspace, 'list_files', requested, target).catch((error: unknown) => {
+    if (error instanceof FileToolError && error.message.endsWith('(or one of its parents) is not a directory')) {
+      throw new FileToolError(`list_files: '${requested}' is not a directory; use read_file to read a file`);
+    }
+    throw error;
+  });
+  try {
+    const directoryEntries = await listDirectoryAt(directory.fd).catch((error: unknown) => {
+      throw fileSystemError('list_files', requested, error);
+    });
+    const matching = directoryEntries
+      .filter((entry) => matcher === undefined || matcher.test(entry.name))
+      .filter((entry) => !workspace.policy.hides([...target.components, entry.name], entry.isDirectory()))
+      .sort(byName);
+    const shown = matching.slice(0, MAX_LIST_ENTRIES);
+    const entries = await Promise.all(
+      shown.map(async (entry): Promise<ListedEntry> => {
+        const type = entry.isSymbolicLink()
+          ? 'symlink'
+          : entry.isDirectory()
+            ? 'directory'
+            : entry.isFile()
+              ? 'file'
+              : 'other';
+        if (type !== 'file') return { name: entry.name, type, size: null };
+        const stats = await statEntryAt(directory.fd, entry.name).catch(() => undefined);
+        return { name: entry.name, type, size: stats?.size ?? null };
+      }),
+    );
+    return {
+      path: target.displayPath,
+      entries,
+      totalEntries: matching.length,
+      truncated: matching.length > shown.length,
+    };
+  } finally {
+    directory.close();
+  }
 }
 
 /** One match of `search_files`. */
@@ -454,28 +489,36 @@ export interface SearchFilesResult {
 
 async function searchFilesTool(
   workspace: Workspace,
+  budget: SearchBudget,
   args: Record<string, unknown>,
-  signal: AbortSignal,
+  context: ToolContext,
 ): Promise<SearchFilesResult> {
   const patternText = requireString('search_files', args, 'pattern', true);
   const requested = optionalString('search_files', args, 'path') ?? '.';
   const pattern = compileSearchPattern(patternText);
-  const resolved = await resolveExistingPath(workspace, 'search_files', requested);
-  const start = await lstat(resolved.realPath).catch((error: unknown) => {
-    throw fileSystemError('search_files', requested, error);
+  const target = parseWorkspacePath(workspace, 'search_files', requested);
+  const { signal } = context;
+  // Everything from here is host work for the run: it waits for the run's turn and counts against its budget.
+  const turn = await budget.begin(context.runId, signal).catch((error: unknown) => {
+    if (error instanceof SearchRefusedError) throw new FileToolError(`search_files: ${error.message}`);
+    throw error;
   });
-  const deadline = Date.now() + SEARCH_TIMEOUT_MS;
   const result: SearchFilesResult = { matches: [], truncated: false, filesSearched: 0, filesSkipped: 0 };
   const stop = (note: string): SearchFilesResult => {
     result.truncated = true;
     result.note = note;
     return result;
   };
+  const timeNote = turn.limitedByRun
+    ? `this run has used its ${SEARCH_TIME_PER_RUN_MS / 1000} s of search time`
+    : `stopped after ${SEARCH_TIMEOUT_MS / 1000} s`;
   let search: LineSearch | undefined;
+  let start: OpenEntry | undefined;
   try {
-    for await (const file of walkFiles(resolved.realPath, start.isDirectory(), signal)) {
+    start = await openForReading(workspace, 'search_files', requested, target);
+    for await (const file of searchableFiles(workspace, start, target.components, signal)) {
       if (signal.aborted) return stop('the call was cancelled');
-      if (Date.now() >= deadline) return stop(`stopped after ${formatSeconds(SEARCH_TIMEOUT_MS)}; narrow the path`);
+      if (Date.now() >= turn.deadline) return stop(`${timeNote}; narrow the path`);
       if (result.filesSearched >= MAX_SEARCH_FILES) {
         return stop(`stopped after ${MAX_SEARCH_FILES} files; narrow the path`);
       }
@@ -485,18 +528,20 @@ async function searchFilesTool(
         continue;
       }
       result.filesSearched += 1;
-      const displayPath = path.relative(workspace.realPath, file).split(path.sep).join('/') || path.basename(file);
-      search ??= startLineSearch({ pattern, maxLineChars: MAX_MATCH_TEXT_CHARS });
+      const displayPath = file.components.join('/');
+      search ??= startLineSearch({ pattern, maxLineChars: MAX_MATCH_TEXT_CHARS, signal });
       const room = MAX_SEARCH_MATCHES - result.matches.length;
-      const outcome = await search.search(text, room + 1, deadline).catch((error: unknown) => {
+      const outcome = await search.search(text, room + 1, turn.deadline).catch((error: unknown) => {
+        if (signal.aborted) return undefined;
         throw new FileToolError(
           `search_files: the search failed on '${displayPath}' (${error instanceof Error ? error.message : 'unknown error'})`,
         );
       });
+      if (outcome === undefined) return stop('the call was cancelled');
       if (outcome.timedOut) {
         return stop(
-          `stopped after ${formatSeconds(SEARCH_TIMEOUT_MS)} while matching '${displayPath}'; the regular expression may ` +
-            'backtrack too much: simplify it, or narrow the path',
+          `${timeNote} while matching '${displayPath}'; the regular expression may backtrack too much: simplify ` +
+            'it, or narrow the path',
         );
       }
       for (const match of outcome.matches.slice(0, room)) result.matches.push({ path: displayPath, ...match });
@@ -504,7 +549,10 @@ async function searchFilesTool(
     }
     return result;
   } finally {
+    if (start?.kind === 'file') await start.handle.close();
+    else start?.directory.close();
     await search?.close();
+    turn.end();
   }
 }
 
@@ -534,35 +582,91 @@ function compileSearchPattern(patternText: string): RegExp {
   }
 }
 
-// Depth-first in name order, files of a directory before its subdirectories; symbolic links are never followed.
-async function* walkFiles(start: string, startIsDirectory: boolean, signal: AbortSignal): AsyncGenerator<string> {
-  if (!startIsDirectory) {
-    yield start;
+/** A file `search_files` will read: an entry of an open directory, or the file it was asked to search. */
+type SearchableFile =
+  | { readonly directoryFd: number; readonly name: string; readonly components: readonly string[] }
+  | { readonly handle: FileHandle; readonly components: readonly string[] };
+
+/** A directory the walk has opened, with the number of its subdirectories still to open (relative to it). */
+interface WalkedDirectory {
+  readonly directory: OpenDirectory;
+  unopenedChildren: number;
+}
+
+// Depth-first in name order, files of a directory before its subdirectories. Every directory is opened relative to
+// its parent's descriptor and every file relative to its directory's, never following a link, so a directory
+// swapped for a link during the walk is skipped, not followed. A directory stays open only while some of its
+// subdirectories are still to be opened: at most one descriptor per level of the current path.
+async function* searchableFiles(
+  workspace: Workspace,
+  start: OpenEntry,
+  startComponents: readonly string[],
+  signal: AbortSignal,
+): AsyncGenerator<SearchableFile> {
+  if (start.kind === 'file') {
+    yield { handle: start.handle, components: startComponents };
     return;
   }
-  const directories = [start];
-  for (let directory = directories.pop(); directory !== undefined; directory = directories.pop()) {
-    if (signal.aborted) return;
-    const entries = await readdir(directory, { withFileTypes: true }).catch(() => []);
-    entries.sort(byName);
-    const subdirectories: string[] = [];
-    for (const entry of entries) {
-      if (entry.isFile()) yield path.join(directory, entry.name);
-      else if (entry.isDirectory() && !SKIPPED_DIRECTORY_NAMES.has(entry.name)) {
-        subdirectories.push(path.join(directory, entry.name));
+  const open = new Set<WalkedDirectory>();
+  const release = (walked: WalkedDirectory): void => {
+    open.delete(walked);
+    if (walked.directory !== start.directory) walked.directory.close();
+  };
+  const pending: Array<{ readonly parent: WalkedDirectory; readonly name: string }> = [];
+  const maxDepth = start.directory.components.length + MAX_SEARCH_DEPTH;
+  let current: WalkedDirectory | undefined = { directory: start.directory, unopenedChildren: 0 };
+  try {
+    while (current !== undefined) {
+      open.add(current);
+      const { fd, components } = current.directory;
+      const entries = await listDirectoryAt(fd).catch(() => []);
+      entries.sort(byName);
+      const subdirectories: string[] = [];
+      for (const entry of entries) {
+        if (signal.aborted) return;
+        const entryComponents = [...components, entry.name];
+        if (workspace.policy.hides(entryComponents, entry.isDirectory())) continue;
+        if (entry.isFile()) yield { directoryFd: fd, name: entry.name, components: entryComponents };
+        else if (entry.isDirectory() && !SKIPPED_DIRECTORY_NAMES.has(entry.name) && components.length < maxDepth) {
+          subdirectories.push(entry.name);
+        }
+      }
+      current.unopenedChildren = subdirectories.length;
+      if (subdirectories.length === 0) release(current);
+      for (const name of subdirectories.reverse()) pending.push({ parent: current, name });
+      current = undefined;
+      while (current === undefined && pending.length > 0) {
+        if (signal.aborted) return;
+        const { parent, name } = pending.pop() as { parent: WalkedDirectory; name: string };
+        let fd: number | undefined;
+        try {
+          fd = openDirectoryAt(parent.directory.fd, name);
+        } catch {
+          fd = undefined;
+        }
+        parent.unopenedChildren -= 1;
+        if (parent.unopenedChildren === 0) release(parent);
+        if (fd !== undefined) {
+          const components = [...parent.directory.components, name];
+          current = { directory: { fd, components, close: () => closeDirectory(fd) }, unopenedChildren: 0 };
+        }
       }
     }
-    directories.push(...subdirectories.reverse());
+  } finally {
+    for (const walked of open) release(walked);
   }
 }
 
 // Undefined for files to skip: not regular, too large, binary, or unreadable.
-async function readSearchableText(file: string): Promise<string | undefined> {
+async function readSearchableText(file: SearchableFile): Promise<string | undefined> {
   let handle: FileHandle;
-  try {
-    handle = await open(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
-  } catch {
-    return undefined;
+  if ('handle' in file) handle = file.handle;
+  else {
+    try {
+      handle = await openEntryAt(file.directoryFd, file.name, fsConstants.O_RDONLY);
+    } catch {
+      return undefined;
+    }
   }
   try {
     const stats = await handle.stat();
@@ -580,33 +684,9 @@ async function readSearchableText(file: string): Promise<string | undefined> {
   } catch {
     return undefined;
   } finally {
-    await handle.close();
+    // The file asked for directly belongs to the caller, which closes it.
+    if (!('handle' in file)) await handle.close();
   }
-}
-
-// O_NOFOLLOW and O_NONBLOCK: a link swapped in after resolution is refused, and a FIFO cannot block the host.
-async function openRegularFile(
-  toolName: string,
-  requested: string,
-  realPath: string,
-  flags: number,
-): Promise<FileHandle> {
-  let handle: FileHandle;
-  try {
-    handle = await open(realPath, flags | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK, 0o666);
-  } catch (error) {
-    throw fileSystemError(toolName, requested, error);
-  }
-  const stats = await handle.stat().catch(async (error: unknown) => {
-    await handle.close();
-    throw fileSystemError(toolName, requested, error);
-  });
-  if (stats.isFile()) return handle;
-  await handle.close();
-  if (stats.isDirectory()) {
-    throw new FileToolError(`${toolName}: '${requested}' is a directory; use list_files to see what it contains`);
-  }
-  throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
 }
 
 function requireString(toolName: string, args: Record<string, unknown>, name: string, allowEmpty = false): string {

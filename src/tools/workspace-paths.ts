@@ -1,37 +1,81 @@
-import { realpathSync, statSync } from 'node:fs';
-import { lstat, mkdir, realpath } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { constants as fsConstants, realpathSync, statSync } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import * as path from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
+import type { FileAccess, FileAccessPolicy, FileToolsPolicyOptions } from './file-access-policy.js';
+import { createFileAccessPolicy } from './file-access-policy.js';
+import {
+  closeDirectory,
+  descriptorPathsWork,
+  makeDirectoryAt,
+  openDirectoryAt,
+  openDirectorySync,
+  openEntryAt,
+  statEntryAt,
+} from './open-beneath.js';
 
-/** The directory the built-in file tools are confined to. */
+/** Longest path the file tools accept (PATH_MAX); longer ones are refused before anything is checked. */
+export const MAX_PATH_CHARS = 4_096;
+/** Times `write_file` retries when a file it is creating appears or vanishes under it. */
+const MAX_CREATE_ATTEMPTS = 4;
+
+/**
+ * The directory the built-in file tools are confined to, opened once: every access walks from this descriptor one
+ * component at a time and never follows a link, so no path check can be raced.
+ */
 export interface Workspace {
   /** The workspace as configured, made absolute (absolute paths under it are accepted too). */
   readonly path: string;
-  /** Its real path (symbolic links resolved): every accessed path must resolve inside it. */
+  /** Its real path when it was opened (absolute paths under it are accepted too). */
   readonly realPath: string;
+  /** Descriptor of the workspace directory, open for the life of the tools. */
+  readonly fd: number;
+  /** What the tools must leave alone. */
+  readonly policy: FileAccessPolicy;
 }
 
-/** A requested path that resolved inside the workspace. */
-export interface ResolvedPath {
-  /** Real path on the host (never shown to the script). */
-  readonly realPath: string;
+/** Options of {@link openWorkspace}. */
+export interface OpenWorkspaceOptions extends FileToolsPolicyOptions {
+  /** The workspace directory; relative paths resolve against the current directory. */
+  readonly workspace: string;
+  /**
+   * Absolute directories the tools never reach when they lie inside the workspace, such as codecall's state folder
+   * (run directories, outputs). A workspace inside one of them is refused.
+   */
+  readonly unreachableDirectories?: readonly string[];
+}
+
+/** A requested path, checked lexically: its components below the workspace root. */
+export interface WorkspacePath {
+  /** Components relative to the workspace root (none for the root itself); never `.`, `..` or empty. */
+  readonly components: readonly string[];
   /** The path relative to the workspace, with `/` separators, as results show it (`.` for the root). */
   readonly displayPath: string;
 }
 
-/** A path for writing: either an existing file, or a new one whose parent directories are created inside. */
-export interface WritablePath extends ResolvedPath {
-  /** Whether something already exists at the path. */
-  readonly exists: boolean;
+/** A directory of the workspace, opened without following links. */
+export interface OpenDirectory {
+  /** Its descriptor (the workspace's own for the root). */
+  readonly fd: number;
+  /** Its components below the workspace root. */
+  readonly components: readonly string[];
+  /** Closes it (the workspace root stays open). */
+  close(): void;
 }
 
+// The workspace descriptor lives as long as the tools that use it: closed when they are garbage-collected.
+const workspaceDescriptors = new FinalizationRegistry<number>(closeDirectory);
+
 /**
- * Resolves the workspace directory once.
+ * Opens the workspace directory once.
  *
- * @throws CodecallError('INVALID_CONFIG') when it does not exist or is not a directory.
+ * @throws CodecallError('INVALID_CONFIG') when it does not exist, is not a directory, lies inside an unreachable
+ * directory, when /proc/self/fd is not available, or for a bad policy option.
  */
-export function openWorkspace(workspace: string): Workspace {
+export function openWorkspace(options: OpenWorkspaceOptions): Workspace {
+  const { workspace } = options;
   if (typeof workspace !== 'string' || workspace === '') {
     throw new CodecallError(
       'INVALID_CONFIG',
@@ -58,7 +102,66 @@ export function openWorkspace(workspace: string): Workspace {
       workspace,
     });
   }
-  return Object.freeze({ path: absolute, realPath });
+  const unreachable = (options.unreachableDirectories ?? []).flatMap((directory) => {
+    const components = componentsInside(realPath, directory);
+    if (components?.length === 0) {
+      throw new CodecallError(
+        'INVALID_CONFIG',
+        `workspace '${workspace}' is inside codecall's state folder '${directory}', where runs keep their files; ` +
+          'choose a workspace outside it, or set stateDir to a folder outside the workspace',
+        { workspace, stateDir: directory },
+      );
+    }
+    return components === undefined ? [] : [components];
+  });
+  const policy = createFileAccessPolicy({ ...options, unreachable });
+  let fd: number;
+  try {
+    fd = openDirectorySync(realPath);
+  } catch (error) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `workspace '${workspace}' cannot be opened (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`,
+      { workspace },
+      { cause: error },
+    );
+  }
+  if (!descriptorPathsWork(fd)) {
+    closeDirectory(fd);
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      'the built-in file tools need /proc/self/fd (Linux with /proc mounted) to open paths without following links',
+      { workspace },
+    );
+  }
+  const opened: Workspace = Object.freeze({ path: absolute, realPath, fd, policy });
+  workspaceDescriptors.register(opened, fd);
+  return opened;
+}
+
+// Components of `directory` (its real path, where it exists) below `root`: [] when `root` is inside it or is it,
+// undefined when it is outside.
+function componentsInside(root: string, directory: string): string[] | undefined {
+  const real = realPathOfNearestAncestor(path.resolve(directory));
+  if (isInside(root, real)) return [];
+  if (!isInside(real, root)) return undefined;
+  return path.relative(root, real).split(path.sep);
+}
+
+// The state folder may not exist yet: resolve links in the part that does.
+function realPathOfNearestAncestor(absolute: string): string {
+  let existing = absolute;
+  const missing: string[] = [];
+  for (;;) {
+    try {
+      return path.join(realpathSync(existing), ...missing.reverse());
+    } catch {
+      const parent = path.dirname(existing);
+      if (parent === existing) return absolute;
+      missing.push(path.basename(existing));
+      existing = parent;
+    }
+  }
 }
 
 /**
@@ -73,47 +176,257 @@ export class FileToolError extends Error {
 }
 
 /**
- * Resolves a path that must exist, refusing any that leads outside the workspace: absolute paths elsewhere, `..`,
- * and symbolic links (of the file or of any parent directory) whose target is outside.
+ * Checks a requested path lexically: a non-empty string, relative to the workspace or absolute inside it, with `..`
+ * resolved as text (links are never followed, so text is what the path means).
  */
-export async function resolveExistingPath(
+export function parseWorkspacePath(workspace: Workspace, toolName: string, requested: string): WorkspacePath {
+  if (typeof requested !== 'string' || requested === '') {
+    throw new FileToolError(`${toolName}: path must be a non-empty string`);
+  }
+  if (requested.length > MAX_PATH_CHARS) {
+    throw new FileToolError(`${toolName}: the path is longer than ${MAX_PATH_CHARS} characters`);
+  }
+  if (requested.includes('\0')) throw new FileToolError(`${toolName}: path '${requested}' contains a NUL character`);
+  const candidate = path.resolve(workspace.realPath, requested);
+  const root = [workspace.realPath, workspace.path].find((directory) => isInside(candidate, directory));
+  if (root === undefined) throw outsideError(toolName, requested);
+  const relative = path.relative(root, candidate);
+  const components = relative === '' ? [] : relative.split(path.sep);
+  return { components, displayPath: components.join('/') || '.' };
+}
+
+/** Throws the policy's refusal of a path, if any. */
+export function checkAccess(
   workspace: Workspace,
   toolName: string,
   requested: string,
-): Promise<ResolvedPath> {
-  const located = await locate(workspace, toolName, requested);
-  if (located.realPath === undefined) {
-    throw new FileToolError(`${toolName}: no such file or directory '${requested}'`);
-  }
-  return { realPath: located.realPath, displayPath: located.displayPath };
+  target: WorkspacePath,
+  options: { readonly isDirectory: boolean; readonly access: FileAccess },
+): void {
+  const refusal = workspace.policy.refusal(target.components, options.isDirectory, options.access);
+  if (refusal !== undefined) throw new FileToolError(`${toolName}: '${requested}' ${refusal}`);
 }
 
 /**
- * Resolves a path to write: an existing target is resolved like {@link resolveExistingPath}; for a new one the nearest
- * existing ancestor is resolved and checked, the missing parent directories are created, and the parent is checked
- * again (so a link swapped in meanwhile is caught).
+ * Opens the directories `components` one by one from the workspace root, never following a link; with `create`,
+ * missing ones are created (each inside the directory just opened).
  */
-export async function resolveWritablePath(
+async function openDirectories(
   workspace: Workspace,
   toolName: string,
   requested: string,
-): Promise<WritablePath> {
-  const located = await locate(workspace, toolName, requested);
-  if (located.realPath !== undefined) {
-    return { realPath: located.realPath, displayPath: located.displayPath, exists: true };
-  }
-  const target = path.join(located.realAncestor, located.remainder);
-  const parent = path.dirname(target);
+  components: readonly string[],
+  create: boolean,
+  finalIsDirectory: boolean,
+): Promise<OpenDirectory> {
+  let fd = workspace.fd;
   try {
-    await mkdir(parent, { recursive: true });
+    for (let index = 0; index < components.length; index += 1) {
+      const name = components[index] as string;
+      // Whether this component is the last of the path asked for (not only of the directories opened).
+      const isLast = index === components.length - 1 && finalIsDirectory;
+      let next: number;
+      try {
+        next = openDirectoryAt(fd, name);
+      } catch (error) {
+        if (!create || (error as NodeJS.ErrnoException).code !== 'ENOENT') {
+          throw await directoryError(toolName, requested, fd, name, isLast, error);
+        }
+        await makeDirectoryAt(fd, name).catch((mkdirError: unknown) => {
+          // Created meanwhile by someone else: open whatever is there now, without following it.
+          if ((mkdirError as NodeJS.ErrnoException).code !== 'EEXIST') {
+            throw fileSystemError(toolName, requested, mkdirError);
+          }
+        });
+        try {
+          next = openDirectoryAt(fd, name);
+        } catch (openError) {
+          throw await directoryError(toolName, requested, fd, name, isLast, openError);
+        }
+      }
+      if (fd !== workspace.fd) closeDirectory(fd);
+      fd = next;
+    }
   } catch (error) {
+    if (fd !== workspace.fd) closeDirectory(fd);
+    throw error;
+  }
+  return directoryHandle(workspace, fd, components);
+}
+
+function directoryHandle(workspace: Workspace, fd: number, components: readonly string[]): OpenDirectory {
+  return {
+    fd,
+    components,
+    close: () => {
+      if (fd !== workspace.fd) closeDirectory(fd);
+    },
+  };
+}
+
+// O_DIRECTORY | O_NOFOLLOW says ENOTDIR for a link as for a file: look at the entry to say which it was.
+async function directoryError(
+  toolName: string,
+  requested: string,
+  parentFd: number,
+  name: string,
+  isLast: boolean,
+  error: unknown,
+): Promise<FileToolError> {
+  if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') {
+    const entry = await statEntryAt(parentFd, name).catch(() => undefined);
+    if (entry?.isSymbolicLink()) return linkError(toolName, requested, name, isLast);
+  }
+  return fileSystemError(toolName, requested, error);
+}
+
+/** Opens the directory at `target` (the root for no components). */
+export async function openWorkspaceDirectory(
+  workspace: Workspace,
+  toolName: string,
+  requested: string,
+  target: WorkspacePath,
+): Promise<OpenDirectory> {
+  checkAccess(workspace, toolName, requested, target, { isDirectory: true, access: 'read' });
+  return openDirectories(workspace, toolName, requested, target.components, false, true);
+}
+
+/** An opened entry: a regular file, or a directory. */
+export type OpenEntry =
+  | { readonly kind: 'file'; readonly handle: FileHandle; readonly stats: Stats }
+  | { readonly kind: 'directory'; readonly directory: OpenDirectory };
+
+/**
+ * Opens what is at `target` for reading, without following a link at any component: a regular file (as a handle,
+ * with its stats taken on the open descriptor) or a directory. Anything else (link, FIFO, device, socket) is refused.
+ */
+export async function openForReading(
+  workspace: Workspace,
+  toolName: string,
+  requested: string,
+  target: WorkspacePath,
+): Promise<OpenEntry> {
+  checkAccess(workspace, toolName, requested, target, { isDirectory: false, access: 'read' });
+  const name = target.components.at(-1);
+  if (name === undefined) return { kind: 'directory', directory: directoryHandle(workspace, workspace.fd, []) };
+  const parent = await openDirectories(workspace, toolName, requested, target.components.slice(0, -1), false, false);
+  let handle: FileHandle;
+  try {
+    handle = await openEntryAt(parent.fd, name, fsConstants.O_RDONLY);
+  } catch (error) {
+    parent.close();
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') throw linkError(toolName, requested, name, true);
+    // A Unix socket cannot be opened (ENXIO).
+    if (code === 'ENXIO') throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
     throw fileSystemError(toolName, requested, error);
   }
-  const realParent = await realpath(parent).catch((error: unknown) => {
+  parent.close();
+  const stats = await statOpened(handle, toolName, requested);
+  if (stats.isFile()) return { kind: 'file', handle, stats };
+  if (stats.isDirectory()) {
+    await handle.close();
+    checkAccess(workspace, toolName, requested, target, { isDirectory: true, access: 'read' });
+    // Reopened by the same walk, so it is the directory itself (a handle opened for a file cannot be listed).
+    return {
+      kind: 'directory',
+      directory: await openDirectories(workspace, toolName, requested, target.components, false, true),
+    };
+  }
+  await handle.close();
+  throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
+}
+
+/**
+ * Opens a regular file at `target` for reading (see {@link openForReading}); a directory is refused.
+ */
+export async function openFileForReading(
+  workspace: Workspace,
+  toolName: string,
+  requested: string,
+  target: WorkspacePath,
+): Promise<FileHandle> {
+  const entry = await openForReading(workspace, toolName, requested, target);
+  if (entry.kind === 'file') return entry.handle;
+  entry.directory.close();
+  throw new FileToolError(`${toolName}: '${requested}' is a directory; use list_files to see what it contains`);
+}
+
+/** A file opened by {@link openFileForWriting}, not yet truncated. */
+export interface WritableFile {
+  readonly handle: FileHandle;
+  /** Whether the file was created by this open. */
+  readonly created: boolean;
+}
+
+/**
+ * Opens the file at `target` for writing, creating missing parent directories (each inside the one just opened) and
+ * the file itself (O_CREAT | O_EXCL, so never through a link). An existing target must be a regular file with one
+ * link: writing a file with several hard links would change its other names too, which may be outside the
+ * workspace. The caller truncates and writes.
+ */
+export async function openFileForWriting(
+  workspace: Workspace,
+  toolName: string,
+  requested: string,
+  target: WorkspacePath,
+): Promise<WritableFile> {
+  checkAccess(workspace, toolName, requested, target, { isDirectory: false, access: 'write' });
+  const name = target.components.at(-1);
+  if (name === undefined) throw new FileToolError(`${toolName}: '${requested}' is a directory`);
+  const parent = await openDirectories(workspace, toolName, requested, target.components.slice(0, -1), true, false);
+  try {
+    for (let attempt = 0; attempt < MAX_CREATE_ATTEMPTS; attempt += 1) {
+      let handle: FileHandle;
+      try {
+        handle = await openEntryAt(parent.fd, name, fsConstants.O_WRONLY);
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === 'ELOOP') throw linkError(toolName, requested, name, true);
+        // A FIFO without a reader, or a Unix socket.
+        if (code === 'ENXIO') throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
+        // A denied directory is refused as denied, not described.
+        if (code === 'EISDIR') {
+          checkAccess(workspace, toolName, requested, target, { isDirectory: true, access: 'write' });
+        }
+        if (code !== 'ENOENT') throw fileSystemError(toolName, requested, error);
+        try {
+          const created = await openEntryAt(
+            parent.fd,
+            name,
+            fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL,
+          );
+          return { handle: created, created: true };
+        } catch (createError) {
+          // Something appeared at the name meanwhile: look again at what it is.
+          if ((createError as NodeJS.ErrnoException).code === 'EEXIST') continue;
+          throw fileSystemError(toolName, requested, createError);
+        }
+      }
+      const stats = await statOpened(handle, toolName, requested);
+      if (stats.isFile() && stats.nlink <= 1) return { handle, created: false };
+      await handle.close();
+      if (stats.isFile()) {
+        throw new FileToolError(
+          `${toolName}: '${requested}' has ${stats.nlink} hard links; write_file does not write a file that has other ` +
+            'names, which may be outside the workspace',
+        );
+      }
+      throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
+    }
+    throw new FileToolError(`${toolName}: '${requested}' kept changing while it was being created; try again`);
+  } finally {
+    parent.close();
+  }
+}
+
+async function statOpened(handle: FileHandle, toolName: string, requested: string): Promise<Stats> {
+  try {
+    return await handle.stat();
+  } catch (error) {
+    await handle.close();
     throw fileSystemError(toolName, requested, error);
-  });
-  if (!isInside(realParent, workspace.realPath)) throw outsideError(toolName, requested, true);
-  return { realPath: path.join(realParent, path.basename(target)), displayPath: located.displayPath, exists: false };
+  }
 }
 
 /**
@@ -137,7 +450,9 @@ export function fileSystemError(toolName: string, requested: string, error: unkn
     case 'EEXIST':
       return new FileToolError(`${toolName}: a parent of ${quoted} exists and is not a directory`);
     case 'ELOOP':
-      return new FileToolError(`${toolName}: ${quoted} is a symbolic link, or has too many levels of them`);
+      return new FileToolError(
+        `${toolName}: ${quoted} goes through a symbolic link, which the file tools do not follow`,
+      );
     case 'ENAMETOOLONG':
       return new FileToolError(`${toolName}: the path ${quoted} is too long`);
     case 'ENOSPC':
@@ -153,64 +468,16 @@ export function fileSystemError(toolName: string, requested: string, error: unkn
   }
 }
 
-interface Location {
-  readonly displayPath: string;
-  /** Real path of the target when it exists. */
-  readonly realPath: string | undefined;
-  /** Real path of the nearest existing ancestor (the target itself when it exists). */
-  readonly realAncestor: string;
-  /** Path of the target below `realAncestor` ('' when it exists). */
-  readonly remainder: string;
-}
-
-async function locate(workspace: Workspace, toolName: string, requested: string): Promise<Location> {
-  if (typeof requested !== 'string' || requested === '') {
-    throw new FileToolError(`${toolName}: path must be a non-empty string`);
-  }
-  if (requested.includes('\0')) throw new FileToolError(`${toolName}: path '${requested}' contains a NUL character`);
-  // Checked lexically first, so a path outside is refused without touching (or probing) anything outside.
-  const candidate = path.resolve(workspace.realPath, requested);
-  const lexicalRoot = [workspace.realPath, workspace.path].find((root) => isInside(candidate, root));
-  if (lexicalRoot === undefined) throw outsideError(toolName, requested, false);
-  const displayPath = path.relative(lexicalRoot, candidate).split(path.sep).join('/') || '.';
-
-  let ancestor = candidate;
-  for (;;) {
-    let realAncestor: string | undefined;
-    try {
-      realAncestor = await realpath(ancestor);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code !== 'ENOENT') throw fileSystemError(toolName, requested, error);
-    }
-    if (realAncestor !== undefined) {
-      if (!isInside(realAncestor, workspace.realPath)) throw outsideError(toolName, requested, true);
-      const remainder = path.relative(ancestor, candidate);
-      if (remainder === '') return { displayPath, realPath: realAncestor, realAncestor, remainder };
-      await refuseDanglingLink(toolName, requested, path.join(realAncestor, remainder.split(path.sep)[0] ?? ''));
-      return { displayPath, realPath: undefined, realAncestor, remainder };
-    }
-    const parent = path.dirname(ancestor);
-    // Only reachable when the workspace itself vanished: nothing above it may be used.
-    if (parent === ancestor) throw outsideError(toolName, requested, false);
-    ancestor = parent;
-  }
-}
-
-// The first missing component exists as an entry only if it is a link to nothing (or to a missing place outside).
-async function refuseDanglingLink(toolName: string, requested: string, firstMissing: string): Promise<void> {
-  const entry = await lstat(firstMissing).catch(() => undefined);
-  if (entry?.isSymbolicLink()) {
-    throw new FileToolError(
-      `${toolName}: path '${requested}' goes through a symbolic link that points to nothing inside the workspace; ` +
-        'it is outside the workspace or missing',
-    );
-  }
-}
-
-function outsideError(toolName: string, requested: string, throughLink: boolean): FileToolError {
-  const how = throughLink ? ' (through a symbolic link)' : '';
+function linkError(toolName: string, requested: string, name: string, isLast: boolean): FileToolError {
+  const what = isLast ? 'is a symbolic link' : `goes through the symbolic link '${name}'`;
   return new FileToolError(
-    `${toolName}: path '${requested}' is outside the workspace${how}; use a path relative to the workspace root`,
+    `${toolName}: '${requested}' ${what}; the file tools never follow links (use the path of the target if it is ` +
+      'inside the workspace)',
+  );
+}
+
+function outsideError(toolName: string, requested: string): FileToolError {
+  return new FileToolError(
+    `${toolName}: path '${requested}' is outside the workspace; use a path relative to the workspace root`,
   );
 }

@@ -151,12 +151,13 @@ describe('read_file', () => {
     expect(result.note).toBe('line 1 is longer than the 1 MiB cap and was cut');
   });
 
-  it('follows symbolic links that stay inside the workspace', async () => {
-    expect(await call('read_file', { path: 'inside-link.txt', limit: 1 })).toMatchObject({
-      path: 'inside-link.txt',
-      content: 'one\n',
-    });
-    expect(await call('read_file', { path: 'docs-link/guide.md', limit: 1 })).toMatchObject({ content: '# Guide\n' });
+  it('refuses symbolic links even when they stay inside the workspace', async () => {
+    await expect(call('read_file', { path: 'inside-link.txt' })).rejects.toThrow(
+      "read_file: 'inside-link.txt' is a symbolic link; the file tools never follow links (use the path of the target if it is inside the workspace)",
+    );
+    await expect(call('read_file', { path: 'docs-link/guide.md' })).rejects.toThrow(
+      "read_file: 'docs-link/guide.md' goes through the symbolic link 'docs-link'; the file tools never follow links",
+    );
   });
 
   it('accepts an absolute path inside the workspace', async () => {
@@ -170,32 +171,31 @@ describe('read_file', () => {
     ['../../etc/passwd', "read_file: path '../../etc/passwd' is outside the workspace"],
     ['/etc/passwd', "read_file: path '/etc/passwd' is outside the workspace"],
     ['docs/../../outside/secret.txt', "read_file: path 'docs/../../outside/secret.txt' is outside the workspace"],
-    ['passwd-link', "read_file: path 'passwd-link' is outside the workspace (through a symbolic link)"],
-    ['etc-link/passwd', "read_file: path 'etc-link/passwd' is outside the workspace (through a symbolic link)"],
-    ['secret-link.txt', "read_file: path 'secret-link.txt' is outside the workspace (through a symbolic link)"],
-    [
-      'outside-link/secret.txt',
-      "read_file: path 'outside-link/secret.txt' is outside the workspace (through a symbolic link)",
-    ],
-    [
-      'outside-link/missing.txt',
-      "read_file: path 'outside-link/missing.txt' is outside the workspace (through a symbolic link)",
-    ],
   ])('refuses %s', async (requested, message) => {
     await expect(call('read_file', { path: requested })).rejects.toThrow(
       `${message}; use a path relative to the workspace root`,
     );
   });
 
+  it.each([
+    ['passwd-link', "read_file: 'passwd-link' is a symbolic link"],
+    ['etc-link/passwd', "read_file: 'etc-link/passwd' goes through the symbolic link 'etc-link'"],
+    ['secret-link.txt', "read_file: 'secret-link.txt' is a symbolic link"],
+    ['outside-link/secret.txt', "read_file: 'outside-link/secret.txt' goes through the symbolic link 'outside-link'"],
+    ['outside-link/missing.txt', "read_file: 'outside-link/missing.txt' goes through the symbolic link 'outside-link'"],
+    ['dangling-link', "read_file: 'dangling-link' is a symbolic link"],
+    ['docs/../etc-link/passwd', "read_file: 'docs/../etc-link/passwd' goes through the symbolic link 'etc-link'"],
+  ])('refuses the link in %s', async (requested, message) => {
+    const error = await call('read_file', { path: requested }).catch((thrown: unknown) => thrown as Error);
+    expect(error.message).toBe(
+      `${message}; the file tools never follow links (use the path of the target if it is inside the workspace)`,
+    );
+    expect(error.message).not.toContain(outside);
+  });
+
   it('refuses an absolute path to the outside secret', async () => {
     await expect(call('read_file', { path: path.join(outside, 'secret.txt') })).rejects.toThrow(
       'is outside the workspace',
-    );
-  });
-
-  it('refuses a dangling link without saying what is outside', async () => {
-    await expect(call('read_file', { path: 'dangling-link' })).rejects.toThrow(
-      "read_file: path 'dangling-link' goes through a symbolic link that points to nothing inside the workspace",
     );
   });
 
@@ -259,22 +259,24 @@ describe('write_file', () => {
     expect(await readFile(path.join(workspace, 'replace.txt'), 'utf8')).toBe('second');
   });
 
-  it('writes through a link that stays inside', async () => {
+  it('does not write through a link that stays inside', async () => {
     await writeFile(path.join(workspace, 'target.txt'), 'old');
     await symlink('target.txt', path.join(workspace, 'target-link.txt'));
-    await call('write_file', { path: 'target-link.txt', content: 'new' });
-    expect(await readFile(path.join(workspace, 'target.txt'), 'utf8')).toBe('new');
+    await expect(call('write_file', { path: 'target-link.txt', content: 'new' })).rejects.toThrow(
+      "write_file: 'target-link.txt' is a symbolic link; the file tools never follow links",
+    );
+    expect(await readFile(path.join(workspace, 'target.txt'), 'utf8')).toBe('old');
   });
 
   it.each([
     ['../escape.txt', 'outside the workspace'],
     ['/tmp/codecall-escape.txt', 'outside the workspace'],
-    ['outside-link/new.txt', 'outside the workspace (through a symbolic link)'],
-    ['outside-link/sub/dir/new.txt', 'outside the workspace (through a symbolic link)'],
-    ['secret-link.txt', 'outside the workspace (through a symbolic link)'],
-    ['etc-link/codecall-test', 'outside the workspace (through a symbolic link)'],
-    ['dangling-link', 'goes through a symbolic link that points to nothing inside the workspace'],
-    ['dangling-link/child.txt', 'goes through a symbolic link that points to nothing inside the workspace'],
+    ['outside-link/new.txt', "goes through the symbolic link 'outside-link'"],
+    ['outside-link/sub/dir/new.txt', "goes through the symbolic link 'outside-link'"],
+    ['secret-link.txt', 'is a symbolic link'],
+    ['etc-link/codecall-test', "goes through the symbolic link 'etc-link'"],
+    ['dangling-link', 'is a symbolic link'],
+    ['dangling-link/child.txt', "goes through the symbolic link 'dangling-link'"],
   ])('refuses %s and writes nothing', async (requested, message) => {
     await expect(call('write_file', { path: requested, content: 'pwned' })).rejects.toThrow(message);
     expect(await readFile(path.join(outside, 'secret.txt'), 'utf8')).toBe('TOP SECRET\n');
@@ -351,9 +353,12 @@ describe('list_files', () => {
     expect(entries[0]?.name).toBe('f0000.txt');
   });
 
-  it('refuses directories outside, and files', async () => {
+  it('refuses directories outside, links, and files', async () => {
     await expect(call('list_files', { path: '..' })).rejects.toThrow("list_files: path '..' is outside the workspace");
-    await expect(call('list_files', { path: 'etc-link' })).rejects.toThrow('outside the workspace');
+    await expect(call('list_files', { path: 'etc-link' })).rejects.toThrow(
+      "list_files: 'etc-link' is a symbolic link; the file tools never follow links",
+    );
+    await expect(call('list_files', { path: 'docs-link' })).rejects.toThrow("'docs-link' is a symbolic link");
     await expect(call('list_files', { path: '/' })).rejects.toThrow('outside the workspace');
     await expect(call('list_files', { path: 'notes.txt' })).rejects.toThrow(
       "list_files: 'notes.txt' is not a directory; use read_file to read a file",
@@ -376,7 +381,10 @@ describe('search_files', () => {
     const result = await call('search_files', { pattern: 'SECRET' });
     expect(result.matches).toEqual([]);
     await expect(call('search_files', { pattern: 'SECRET', path: 'outside-link' })).rejects.toThrow(
-      'outside the workspace',
+      "search_files: 'outside-link' is a symbolic link; the file tools never follow links",
+    );
+    await expect(call('search_files', { pattern: 'SECRET', path: 'outside-link/secret.txt' })).rejects.toThrow(
+      "goes through the symbolic link 'outside-link'",
     );
     await expect(call('search_files', { pattern: 'root', path: '../../etc' })).rejects.toThrow('outside the workspace');
   });
