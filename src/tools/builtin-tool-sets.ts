@@ -1,5 +1,5 @@
 import { CodecallError } from '../core/errors.js';
-import { createFileTools } from './builtin-files.js';
+import { createFileTools, createReadOnlyFileTools } from './builtin-files.js';
 import type { Tool } from './types.js';
 
 /** What every built-in tool set is created with. */
@@ -11,8 +11,14 @@ export interface BuiltinToolSetOptions {
 /** Creates the tools of one built-in set. */
 export type BuiltinToolSetFactory = (options: BuiltinToolSetOptions) => Tool[];
 
-/** The built-in tool sets by the name used in `builtinTools` (`files`: read_file, write_file, list_files, search_files). */
-export const BUILTIN_TOOL_SETS: ReadonlyMap<string, BuiltinToolSetFactory> = new Map([['files', createFileTools]]);
+/**
+ * The built-in tool sets by the name used in `builtinTools`: `files` (read_file, write_file, list_files,
+ * search_files) and `files:read` (the same without write_file).
+ */
+export const BUILTIN_TOOL_SETS: ReadonlyMap<string, BuiltinToolSetFactory> = new Map([
+  ['files', createFileTools],
+  ['files:read', createReadOnlyFileTools],
+]);
 
 /** Options of {@link resolveBuiltinTools}. */
 export interface ResolveBuiltinToolsOptions extends BuiltinToolSetOptions {
@@ -21,7 +27,8 @@ export interface ResolveBuiltinToolsOptions extends BuiltinToolSetOptions {
 }
 
 /**
- * Creates the tools of the named built-in sets, in the order named.
+ * Creates the tools of the named built-in sets, in the order named; a tool in several of the sets (`files` and
+ * `files:read`) is created once.
  *
  * @throws CodecallError('INVALID_CONFIG') for an unknown set name or an unusable workspace.
  */
@@ -37,7 +44,9 @@ export function resolveBuiltinTools(options: ResolveBuiltinToolsOptions): Tool[]
         { name, known: [...BUILTIN_TOOL_SETS.keys()] },
       );
     }
-    tools.push(...factory({ workspace: options.workspace }));
+    for (const tool of factory({ workspace: options.workspace })) {
+      if (!tools.some((existing) => existing.name === tool.name)) tools.push(tool);
+    }
   }
   return tools;
 }
