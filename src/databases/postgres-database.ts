@@ -1,4 +1,5 @@
-import type { Pool, PoolClient, Client as PostgresClient } from 'pg';
+import { createConnection } from 'node:net';
+import type { Pool, PoolClient } from 'pg';
 import type { ResolvedPostgresDatabase } from './database-config.js';
 import { missingDriverError } from './database-config.js';
 import type { DatabaseConnection, StatementRequest } from './database-connection.js';
@@ -14,6 +15,11 @@ export const POSTGRES_MAX_CONNECTIONS = 4;
 export const POSTGRES_CONNECT_TIMEOUT_MS = 10_000;
 /** An unused connection is closed after this long. */
 export const POSTGRES_IDLE_TIMEOUT_MS = 30_000;
+
+/** Largest row count of an Execute message (a signed 32-bit integer). */
+const MAX_PROTOCOL_ROWS = 2 ** 31 - 1;
+/** The protocol's CancelRequest code (1234 in the high 16 bits, 5678 in the low). */
+const CANCEL_REQUEST_CODE = 80_877_102;
 
 /** SQLSTATE codes the tools explain in their own words. */
 const SQLSTATE = {
@@ -45,6 +51,32 @@ interface ArrayResult {
   readonly command: string | null;
 }
 
+/** What a cancel request needs of a connected pg client. */
+interface CancelTarget {
+  readonly host: string;
+  readonly port: number;
+  readonly processID: number;
+  readonly secretKey: number;
+}
+
+/**
+ * Asks the server to cancel what a connection is running: a CancelRequest on a new connection, as psql sends on
+ * Ctrl-C. It needs no authentication and gets no answer; the cancelled statement fails with SQLSTATE 57014.
+ */
+function sendCancelRequest(target: CancelTarget): void {
+  const packet = Buffer.alloc(16);
+  packet.writeInt32BE(16, 0);
+  packet.writeInt32BE(CANCEL_REQUEST_CODE, 4);
+  packet.writeInt32BE(target.processID, 8);
+  packet.writeInt32BE(target.secretKey, 12);
+  const socket = target.host.startsWith('/')
+    ? createConnection(`${target.host}/.s.PGSQL.${target.port}`)
+    : createConnection(target.port, target.host);
+  socket.on('error', () => undefined);
+  socket.setTimeout(POSTGRES_CONNECT_TIMEOUT_MS, () => socket.destroy());
+  socket.on('connect', () => socket.end(packet));
+}
+
 /** A pg `Query` that stops after its row limit (pg itself would page through every row). */
 interface LimitedQuery {
   readonly truncated: boolean;
@@ -61,7 +93,6 @@ type LimitedQueryConstructor = new (config: {
 
 interface PgModule {
   readonly Pool: typeof Pool;
-  readonly Client: typeof PostgresClient;
   readonly LimitedQuery: LimitedQueryConstructor;
 }
 
@@ -107,7 +138,6 @@ function loadPg(database: ResolvedPostgresDatabase): Promise<PgModule> {
       }
       return {
         Pool: pg.Pool,
-        Client: pg.Client,
         LimitedQuery: RowLimitedQuery as unknown as LimitedQueryConstructor,
       };
     },
@@ -152,7 +182,7 @@ class PostgresDatabase implements DatabaseConnection {
   }
 
   async tables(signal: AbortSignal): Promise<TableEntry[]> {
-    const { result } = await this.#run(TABLES_SQL, [], Number.MAX_SAFE_INTEGER - 1, signal);
+    const { result } = await this.#run(TABLES_SQL, [], MAX_PROTOCOL_ROWS, signal);
     return result.rows.map(([schema, name, type]) => ({
       schema: String(schema),
       name: String(name),
@@ -165,7 +195,7 @@ class PostgresDatabase implements DatabaseConnection {
     try {
       ({
         result: { rows },
-      } = await this.#run(DESCRIBE_SQL, [table], Number.MAX_SAFE_INTEGER - 1, signal));
+      } = await this.#run(DESCRIBE_SQL, [table], MAX_PROTOCOL_ROWS, signal));
     } catch (error) {
       // to_regclass refuses a name that is not even an identifier, e.g. 'a.b.c.d'.
       if (signal.aborted) throw error;
@@ -232,10 +262,12 @@ class PostgresDatabase implements DatabaseConnection {
         `BEGIN${readOnly ? ' READ ONLY' : ''}; SET LOCAL statement_timeout = ${this.#database.statementTimeoutMs}; ` +
           "SET LOCAL datestyle = 'ISO, YMD'; SET LOCAL bytea_output = 'hex'",
       );
-      const query = new pg.LimitedQuery({ text: sql, values, rowMode: 'array', rows: maxRows + 1 });
+      // One row more than asked for tells whether there were more; the protocol counts rows in 32 bits.
+      const rows = Math.min(maxRows + 1, MAX_PROTOCOL_ROWS);
+      const query = new pg.LimitedQuery({ text: sql, values, rowMode: 'array', rows });
       let result: ArrayResult;
       try {
-        result = await this.#execute(client, query, pg, signal);
+        result = await this.#execute(client, query, signal);
       } catch (error) {
         await client.query('ROLLBACK').catch(() => {
           broken = true;
@@ -258,13 +290,9 @@ class PostgresDatabase implements DatabaseConnection {
   }
 
   /** Resolves with the statement's result; when `signal` aborts, cancels the statement on the server first. */
-  #execute(client: PoolClient, query: LimitedQuery, pg: PgModule, signal: AbortSignal): Promise<ArrayResult> {
+  #execute(client: PoolClient, query: LimitedQuery, signal: AbortSignal): Promise<ArrayResult> {
     return new Promise<ArrayResult>((resolve, reject) => {
-      const onAbort = (): void => {
-        // A cancel request on a connection of its own, as psql does on Ctrl-C; it needs no authentication.
-        const canceller = new pg.Client({ connectionString: this.#database.url });
-        (canceller as unknown as { cancel(client: PoolClient, query: unknown): void }).cancel(client, query);
-      };
+      const onAbort = (): void => sendCancelRequest(client as unknown as CancelTarget);
       query.on('end', (result) => {
         signal.removeEventListener('abort', onAbort);
         resolve(result);
