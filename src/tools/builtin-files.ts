@@ -36,6 +36,8 @@ export const BINARY_SNIFF_BYTES = 8_000;
 /** Directories `search_files` does not descend into (unless asked to search inside one directly). */
 export const SKIPPED_DIRECTORY_NAMES: ReadonlySet<string> = new Set(['.git', 'node_modules']);
 
+/** The tools of the built-in set `files`, in order. */
+export const FILE_TOOL_NAMES: readonly string[] = ['read_file', 'write_file', 'list_files', 'search_files'];
 /** The tools of the built-in set `files:read`: the file tools that do not write. */
 export const READ_ONLY_FILE_TOOL_NAMES: readonly string[] = ['read_file', 'list_files', 'search_files'];
 

@@ -1,5 +1,10 @@
 import { CodecallError } from '../core/errors.js';
-import { createFileTools, createReadOnlyFileTools } from './builtin-files.js';
+import {
+  createFileTools,
+  createReadOnlyFileTools,
+  FILE_TOOL_NAMES,
+  READ_ONLY_FILE_TOOL_NAMES,
+} from './builtin-files.js';
 import type { Tool } from './types.js';
 
 /** What every built-in tool set is created with. */
@@ -19,6 +24,15 @@ export const BUILTIN_TOOL_SETS: ReadonlyMap<string, BuiltinToolSetFactory> = new
   ['files', createFileTools],
   ['files:read', createReadOnlyFileTools],
 ]);
+
+/** The names of each built-in set's tools (what `doctor` shows without opening the workspace). */
+export const BUILTIN_TOOL_SET_MEMBERS: ReadonlyMap<string, readonly string[]> = new Map([
+  ['files', FILE_TOOL_NAMES],
+  ['files:read', READ_ONLY_FILE_TOOL_NAMES],
+]);
+
+/** The built-in sets made of file tools. */
+export const FILE_TOOL_SET_NAMES: readonly string[] = ['files', 'files:read'];
 
 /** Options of {@link resolveBuiltinTools}. */
 export interface ResolveBuiltinToolsOptions extends BuiltinToolSetOptions {

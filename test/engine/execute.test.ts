@@ -617,7 +617,7 @@ describe('configuration errors are thrown', () => {
     const unknown = captureError(() => codecallWith({ colour: 'blue' } as never));
     expect(unknown.message).toBe(
       'unknown key "colour" in createCodecall options; known keys: tools, builtinTools, workspace, moduleName, ' +
-        'python, sandbox, limits, mcpServers, env, envPassthrough, network, stateDir, pool, sessions',
+        'python, sandbox, limits, mcpServers, databases, env, envPassthrough, network, stateDir, pool, sessions',
     );
     expect(unknown.details).toMatchObject({ key: 'colour', where: 'createCodecall options' });
     expect(() => codecallWith({ limits: { timeoutMs: -1 } })).toThrow(
