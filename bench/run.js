@@ -480,6 +480,37 @@ row({
   met: median(importTimes) <= 10,
 });
 
+// Databases: sequential query() calls of a one-row SELECT on SQLite, next to the statement run through sql.js in Node.
+print('database queries…');
+const databaseFigures = await import('./database-query.js')
+  .then((module) => module.measureDatabaseQueries({ stateDir: join(stateDir, 'database'), rounds: 5 }))
+  .catch((error) => ({ error }));
+if ('error' in databaseFigures) {
+  rows.push({
+    figure: '1,000 sequential query() calls, SQLite (µs)',
+    value: 'skipped',
+    baseline: `no SQLite driver: ${databaseFigures.error.message}`,
+    ratio: '',
+    target: '',
+    met: '',
+  });
+} else {
+  row({
+    figure: '1,000 sequential query() calls, SQLite one-row SELECT',
+    unit: 'µs',
+    value: databaseFigures.query,
+    baseline: databaseFigures.driver,
+    baselineName: 'same statement through sql.js in Node',
+  });
+  row({
+    figure: '1,000 sequential query() calls, SQLite one-row SELECT',
+    unit: 'µs',
+    value: databaseFigures.query,
+    baseline: databaseFigures.toolCall,
+    baselineName: 'host tool returning such a row',
+  });
+}
+
 await codecall.close();
 rmSync(stateDir, { recursive: true, force: true });
 

@@ -89,6 +89,8 @@ function sqliteWorkerMain(): void {
   let SQL: { Database: new (data?: Uint8Array) => Database } | undefined;
   let db: Database | undefined;
   let loaded: FileIdentity | undefined;
+  // Set when something was prepared since `PRAGMA query_only = 1` was last run (preparing applies PRAGMA flags).
+  let queryOnlyStale = true;
 
   const sameFile = (left: FileIdentity, right: FileIdentity): boolean =>
     left.dev === right.dev &&
@@ -137,6 +139,7 @@ function sqliteWorkerMain(): void {
     db?.close();
     db = undefined;
     loaded = undefined;
+    queryOnlyStale = true;
     const opened = new (SQL as NonNullable<typeof SQL>).Database(bytes);
     // One connection, nobody else on its in-memory file: keeping the lock keeps the page cache between statements.
     opened.exec('PRAGMA locking_mode = EXCLUSIVE');
@@ -152,6 +155,7 @@ function sqliteWorkerMain(): void {
       cache.set(sql, cached);
       return cached;
     }
+    queryOnlyStale = true;
     // The iterator frees each statement when it moves on, so it only counts; the one statement is prepared after.
     const iterator = database.iterateStatements(sql);
     let count = 0;
@@ -221,7 +225,13 @@ function sqliteWorkerMain(): void {
     const database = ensureLoaded();
     const statement = prepareOne(database, request.sql);
     // Preparing a statement applies PRAGMA flags at once (`PRAGMA query_only = 0` included): set it again after.
-    if (data.readOnly) database.exec('PRAGMA query_only = 1');
+    // A cached statement needs no new setting: its first run started under query_only = 1, and SQLite refuses a
+    // statement that opens a write transaction as it starts, whatever the rows; so a cached statement never writes,
+    // even after it switched the flag off (SQLite prepares it again when a setting or the schema changed).
+    if (data.readOnly && queryOnlyStale) {
+      database.exec('PRAGMA query_only = 1');
+      queryOnlyStale = false;
+    }
     const before = data.readOnly ? undefined : counters(database);
     const rows: unknown[][] = [];
     let truncated = false;

@@ -156,6 +156,11 @@ describe('SQLite read-only enforcement', () => {
     await sales.query('PRAGMA query_only = 0');
     await expect(sales.query('SELECT 1 FROM orders')).resolves.toMatchObject({ rowCount: 4 });
     await expect(sales.query('UPDATE orders SET amount = 0')).rejects.toThrow(/is read-only/);
+    // A schema change makes SQLite prepare a cached statement again as it runs: the flag flips, yet nothing writes.
+    await sales.query("ATTACH ':memory:' AS scratch");
+    await sales.query('PRAGMA query_only = 0');
+    await expect(sales.query('DELETE FROM orders')).rejects.toThrow(/is read-only/);
+    await expect(sales.query('CREATE TABLE scratch.t (x)')).rejects.toThrow(/is read-only/);
     // ATTACH and VACUUM INTO reach sql.js's own in-memory file system, never the host's disk.
     const outside = join(directory, 'escaped.db');
     await expect(sales.query(`VACUUM INTO '${outside}'`)).rejects.toThrow();

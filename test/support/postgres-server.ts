@@ -2,7 +2,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -20,16 +20,11 @@ export interface PostgresServer {
 }
 
 /**
- * Where Debian's `postgresql` package (or `pg_config --bindir`) put `initdb`, `pg_ctl` and `postgres`, or the reason
- * there is no server to test against. Synchronous, so test files can skip at collection time.
+ * Where Debian's `postgresql` package (or another install, on PATH) put `initdb`, `pg_ctl` and `postgres`, or the
+ * reason there is no server to test against. Synchronous, so test files can skip at collection time.
  */
 export function findPostgresBinaries(): { readonly directory: string } | { readonly missing: string } {
-  const candidates: string[] = [];
-  try {
-    candidates.push(execFileSync('pg_config', ['--bindir'], { encoding: 'utf8' }).trim());
-  } catch {
-    // No pg_config on PATH: look where Debian installs the server.
-  }
+  const candidates = (process.env.PATH ?? '').split(delimiter).filter((directory) => directory !== '');
   const debianRoot = '/usr/lib/postgresql';
   if (existsSync(debianRoot)) {
     const versions = readdirSync(debianRoot)
