@@ -7,7 +7,7 @@ import { abortReason, formatDuration } from './database-connection.js';
 import { POSTGRES_TYPES } from './postgres-values.js';
 import { postgresParameters } from './query-parameters.js';
 import type { ColumnEntry, QueryResult, TableDescription, TableEntry } from './query-result.js';
-import { buildQueryResult, errorMessage } from './query-result.js';
+import { buildQueryResult, errorMessage, MAX_RESULT_BYTES, resultTooLargeMessage } from './query-result.js';
 
 /** Connections one PostgreSQL database keeps at most (the script's concurrent calls share them). */
 export const POSTGRES_MAX_CONNECTIONS = 4;
@@ -80,6 +80,12 @@ function sendCancelRequest(target: CancelTarget): void {
 /** A pg `Query` that stops after its row limit (pg itself would page through every row). */
 interface LimitedQuery {
   readonly truncated: boolean;
+  /** Set when the rows grew past {@link MAX_RESULT_BYTES}: later rows were dropped as they came. */
+  readonly tooLarge: boolean;
+  /** Rows kept. */
+  readonly rowCount: number;
+  /** Called once when the result grows too large (to cancel the statement). */
+  onTooLarge: (() => void) | undefined;
   on(event: 'end', listener: (result: ArrayResult) => void): this;
   on(event: 'error', listener: (error: Error) => void): this;
 }
@@ -98,6 +104,9 @@ interface PgModule {
 
 let pgModule: Promise<PgModule> | undefined;
 
+/** A statement whose rows grew past {@link MAX_RESULT_BYTES}. */
+class ResultTooLargeError extends Error {}
+
 /**
  * Loads pg (once) and derives the row-limited query from its `Query`.
  * @throws CodecallError `INVALID_CONFIG` naming `npm install pg` when pg is not installed.
@@ -109,6 +118,7 @@ function loadPg(database: ResolvedPostgresDatabase): Promise<PgModule> {
       // Internals of pg's Query (stable since pg 7; pg-cursor relies on the same ones).
       interface QueryInternals {
         rows: number;
+        handleDataRow(message: { fields: (string | null)[] }): void;
         handlePortalSuspended(connection: { sync(): void }): void;
         handleError(error: Error, connection: { sync(): void }): void;
         prepare(connection: unknown): void;
@@ -116,7 +126,23 @@ function loadPg(database: ResolvedPostgresDatabase): Promise<PgModule> {
       const Base = pg.Query as unknown as new (config: object) => QueryInternals;
       class RowLimitedQuery extends Base {
         truncated = false;
+        tooLarge = false;
+        rowCount = 0;
+        onTooLarge: (() => void) | undefined;
+        #bytes = 0;
         #preparing = false;
+        // Rows are weighed as they arrive; past the budget they are dropped and the statement is cancelled.
+        override handleDataRow(message: { fields: (string | null)[] }): void {
+          if (this.tooLarge) return;
+          for (const field of message.fields) this.#bytes += field === null ? 4 : field.length + 2;
+          if (this.#bytes > MAX_RESULT_BYTES) {
+            this.tooLarge = true;
+            this.onTooLarge?.();
+            return;
+          }
+          this.rowCount += 1;
+          super.handleDataRow(message);
+        }
         // The portal has more rows than asked for: end the exchange instead of fetching the next page.
         override handlePortalSuspended(connection: { sync(): void }): void {
           this.truncated = true;
@@ -272,11 +298,21 @@ class PostgresDatabase implements DatabaseConnection {
         await client.query('ROLLBACK').catch(() => {
           broken = true;
         });
-        throw error;
+        throw query.tooLarge ? new ResultTooLargeError(resultTooLargeMessage(query.rowCount)) : error;
+      }
+      if (query.tooLarge) {
+        // The cancel may land on what runs next on this connection: it is not given to another call.
+        broken = true;
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw new ResultTooLargeError(resultTooLargeMessage(query.rowCount));
       }
       await client.query(readOnly ? 'ROLLBACK' : 'COMMIT');
       return { result, truncated: query.truncated };
     } catch (error) {
+      if (error instanceof ResultTooLargeError) {
+        broken = true;
+        throw error;
+      }
       // After a cancel the connection might still be finishing something: it is not given to the next call.
       if (signal.aborted) {
         broken = true;
@@ -293,6 +329,7 @@ class PostgresDatabase implements DatabaseConnection {
   #execute(client: PoolClient, query: LimitedQuery, signal: AbortSignal): Promise<ArrayResult> {
     return new Promise<ArrayResult>((resolve, reject) => {
       const onAbort = (): void => sendCancelRequest(client as unknown as CancelTarget);
+      query.onTooLarge = onAbort;
       query.on('end', (result) => {
         signal.removeEventListener('abort', onAbort);
         resolve(result);

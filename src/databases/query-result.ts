@@ -1,3 +1,17 @@
+/**
+ * Bytes of values one statement may return (text and bytes counted by length): past it the statement is stopped,
+ * so a few thousand large rows cannot fill the host's memory before the channel's frame limit would refuse them.
+ */
+export const MAX_RESULT_BYTES = 64 * 1024 * 1024;
+
+/** The message of a result stopped at {@link MAX_RESULT_BYTES} after `rowCount` rows. */
+export function resultTooLargeMessage(rowCount: number | string): string {
+  return (
+    `the result grew past ${MAX_RESULT_BYTES / 1024 / 1024} MiB after ${rowCount} rows and the statement was ` +
+    'stopped; select fewer rows or columns, or aggregate in SQL'
+  );
+}
+
 /** What `query` returns to the script. */
 export interface QueryResult {
   /** Keys of every row, in column order (a repeated column name gets a suffix: `id`, `id_2`). */

@@ -6,7 +6,7 @@ import type { DatabaseConnection, StatementRequest } from './database-connection
 import { abortReason, formatDuration, RequestQueue } from './database-connection.js';
 import { sqliteParameters } from './query-parameters.js';
 import type { ColumnEntry, QueryResult, TableDescription, TableEntry } from './query-result.js';
-import { buildQueryResult } from './query-result.js';
+import { buildQueryResult, MAX_RESULT_BYTES, resultTooLargeMessage } from './query-result.js';
 import type { SqliteReply, SqliteRequest, SqliteWorkerData } from './sqlite-worker.js';
 import { SQLITE_WORKER_SOURCE } from './sqlite-worker.js';
 
@@ -69,6 +69,8 @@ class SqliteDatabase implements DatabaseConnection {
       maxFileBytes: SQLITE_MAX_FILE_BYTES,
       readOnly: database.readOnly,
       statementCacheSize: SQLITE_STATEMENT_CACHE_SIZE,
+      maxResultBytes: MAX_RESULT_BYTES,
+      resultTooLargeMessage: resultTooLargeMessage('{rows}'),
     };
   }
 

@@ -10,6 +10,10 @@ export interface SqliteWorkerData {
   readonly readOnly: boolean;
   /** Prepared statements kept per database, by SQL text. */
   readonly statementCacheSize: number;
+  /** Bytes of values one statement may return before it is stopped. */
+  readonly maxResultBytes: number;
+  /** The error message of a statement stopped at `maxResultBytes`, with `{rows}` for the rows read. */
+  readonly resultTooLargeMessage: string;
 }
 
 /** A value bound to a placeholder, after the host checked and converted it. */
@@ -36,7 +40,7 @@ export type SqliteReply =
       readonly rowCount: number;
       readonly truncated: boolean;
     }
-  | { readonly id: number; readonly ok: false; readonly message: string; readonly sizeLimit?: boolean };
+  | { readonly id: number; readonly ok: false; readonly message: string };
 
 /**
  * Source of the worker thread that owns one SQLite database (run with `new Worker(source, { eval: true })`, so it
@@ -73,13 +77,7 @@ function sqliteWorkerMain(): void {
     readonly mtimeNs: bigint;
     readonly ctimeNs: bigint;
   }
-  class RequestError extends Error {
-    readonly sizeLimit: boolean;
-    constructor(message: string, sizeLimit = false) {
-      super(message);
-      this.sizeLimit = sizeLimit;
-    }
-  }
+  class RequestError extends Error {}
 
   const { parentPort, workerData } = require('node:worker_threads') as typeof import('node:worker_threads');
   const fs = require('node:fs') as typeof import('node:fs');
@@ -110,7 +108,8 @@ function sqliteWorkerMain(): void {
   const ensureLoaded = (): Database => {
     const current = fs.statSync(data.path, { bigint: true });
     if (db !== undefined && loaded !== undefined && sameFile(loaded, current)) return db;
-    const descriptor = fs.openSync(data.path, 'r');
+    // Non-blocking, so that a FIFO put in the file's place cannot hang the thread in open(); fstat refuses it next.
+    const descriptor = fs.openSync(data.path, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
     let bytes: Uint8Array;
     let identity: FileIdentity;
     try {
@@ -120,7 +119,6 @@ function sqliteWorkerMain(): void {
         throw new RequestError(
           `${data.path} is ${mebibytes(stats.size)}, over the ${mebibytes(data.maxFileBytes)} a SQLite database may ` +
             'have here (sql.js loads the whole file into memory)',
-          true,
         );
       }
       bytes = new Uint8Array(Number(stats.size));
@@ -239,12 +237,19 @@ function sqliteWorkerMain(): void {
     try {
       statement.bind(request.params ?? []);
       columns = statement.getColumnNames();
+      const rowOverhead = columns.reduce((total, name) => total + name.length + 4, 2);
+      let bytes = 0;
       while (statement.step()) {
         if (rows.length === request.maxRows) {
           truncated = true;
           break;
         }
-        rows.push(statement.get(null, { useBigInt: true }).map(convert));
+        const row = statement.get(null, { useBigInt: true }).map(convert);
+        bytes += row.reduce((total: number, value) => total + weigh(value), rowOverhead);
+        if (bytes > data.maxResultBytes) {
+          throw new RequestError(data.resultTooLargeMessage.replace('{rows}', String(rows.length)));
+        }
+        rows.push(row);
       }
       statement.reset();
     } catch (error) {
@@ -265,8 +270,14 @@ function sqliteWorkerMain(): void {
     id,
     ok: false,
     message: error instanceof Error ? error.message : String(error),
-    ...(error instanceof RequestError && error.sizeLimit ? { sizeLimit: true } : {}),
   });
+
+  // About what a value weighs in the result (its JSON size for text and bytes).
+  const weigh = (value: unknown): number => {
+    if (typeof value === 'string') return value.length + 2;
+    if (typeof value === 'object' && value !== null) return String((value as { base64: string }).base64).length + 12;
+    return 8;
+  };
 
   port.on('message', (request: SqliteRequest) => {
     let answer: SqliteReply;

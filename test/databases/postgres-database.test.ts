@@ -127,6 +127,14 @@ describe.skipIf('missing' in binaries)('PostgreSQL databases as tools', () => {
     expect(plainRows(await shop.query('SELECT count(*)::int AS n FROM orders'))).toEqual([{ n: 2 }]);
   });
 
+  it('stops a statement whose rows grow past the result budget, and the next call works', async () => {
+    const shop = open(analystUrl());
+    await expect(shop.query("SELECT repeat('x', 1000000) FROM generate_series(1, 200)")).rejects.toThrow(
+      /^shop\.query: the result grew past 64 MiB after 6\d rows and the statement was stopped; select fewer rows/,
+    );
+    expect(plainRows(await shop.query('SELECT 1 AS one'))).toEqual([{ one: 1 }]);
+  });
+
   it('lists tables and views, and describes a table by name or schema.name', async () => {
     const shop = open(analystUrl());
     expect(await shop.tables()).toEqual([

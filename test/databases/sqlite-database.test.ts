@@ -106,6 +106,18 @@ describe('SQLite databases as tools', () => {
     expect(exact).toMatchObject({ rowCount: 3, truncated: false });
   });
 
+  it('stops a statement whose rows grow past the result budget', async () => {
+    const sales = open('sqlite:sales.db');
+    await expect(
+      sales.query(
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 200) SELECT printf('%.*c', 1000000, 'x') FROM n",
+      ),
+    ).rejects.toThrow(
+      /^sales\.query: the result grew past 64 MiB after 6\d rows and the statement was stopped; select fewer rows/,
+    );
+    expect(plainRows(await sales.query('SELECT count(*) AS n FROM orders'))).toEqual([{ n: 4 }]);
+  });
+
   it('lists tables and views and describes a table', async () => {
     const sales = open('sqlite:sales.db');
     expect(await sales.tables()).toEqual([
