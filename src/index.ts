@@ -22,6 +22,11 @@ export {
   resolveLimits,
 } from './core/limits.js';
 export type { Artifact, ExecuteResult, ExecuteStatus, ScriptError, StdoutTruncation } from './core/result.js';
+export type { DatabaseConfig, DatabaseOptions } from './databases/database-config.js';
+export { DEFAULT_MAX_ROWS, DEFAULT_STATEMENT_TIMEOUT_MS } from './databases/database-config.js';
+export type { ColumnEntry, QueryResult, TableDescription, TableEntry } from './databases/query-result.js';
+export { MAX_RESULT_BYTES } from './databases/query-result.js';
+export { SQLITE_MAX_FILE_BYTES } from './databases/sqlite-database.js';
 export type {
   Codecall,
   CodecallOptions,
@@ -49,7 +54,7 @@ export type { SeccompArchitecture } from './sandbox/seccomp.js';
 export { buildSeccompProgram } from './sandbox/seccomp.js';
 export type { SandboxRunnerOptions } from './sandbox/select-runner.js';
 export { createSandboxRunner } from './sandbox/select-runner.js';
-export { createFileTools } from './tools/builtin-files.js';
+export { createFileTools, createReadOnlyFileTools } from './tools/builtin-files.js';
 export { BUILTIN_TOOL_SETS } from './tools/builtin-tool-sets.js';
 export type { InferToolArguments, ToolDefinition } from './tools/define-tool.js';
 export { defineTool } from './tools/define-tool.js';
