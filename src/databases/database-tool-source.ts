@@ -256,9 +256,10 @@ function describeQuery(database: ResolvedDatabase): string {
     : 'The database is writable: each statement is committed on its own.';
   const values =
     database.kind === 'sqlite'
-      ? 'Values: INTEGER → int, REAL → float, TEXT → str, BLOB → {"base64": "..."}, NULL → None (SQLite has no date ' +
+      ? 'Values: INTEGER → int, REAL → float (a whole one may come as int), TEXT → str, BLOB → {"base64": "..."}, NULL → None (SQLite has no date ' +
         'type: dates stored as text stay str).'
-      : 'Values: integer types → int (bigint beyond 2**53 → str), real/double → float, numeric/decimal → str with ' +
+      : 'Values: integer types → int (bigint beyond 2**53 → str), real/double → float (a whole one may come as int), ' +
+        'numeric/decimal → str with ' +
         'every digit (Decimal(value) or float(value)), date → "YYYY-MM-DD", timestamp/timestamptz → ISO str ' +
         '(datetime.fromisoformat), bytea → {"base64": "..."}, json → parsed, arrays → list, NULL → None, ' +
         'other types → their text.';
@@ -274,9 +275,8 @@ function describeQuery(database: ResolvedDatabase): string {
 }
 
 function describeModule(database: ResolvedDatabase): string {
-  const engine = DATABASE_DRIVERS[database.kind].engine;
   return [
-    `${engine} database "${database.name}" (${accessOf(database)}): ${database.location}.`,
+    database.kind === 'sqlite' ? `File: ${database.location}.` : `Server: ${database.location}.`,
     ...(database.description === undefined ? [] : [database.description.trim()]),
     "query(sql, params) runs one statement; tables() lists the tables; describe(table) lists a table's columns.",
   ].join('\n\n');

@@ -290,6 +290,11 @@ describe('SQLite databases in scripts', () => {
         'except ToolError as error:',
         '    print(type(error).__name__, str(error))',
         'print("Orders of the shop" in tools.sales.__doc__)',
+        'import asyncio',
+        'import tools.sales.aio as aio',
+        'async def main():',
+        '    return await asyncio.gather(*(aio.query("SELECT ? AS n", [i]) for i in range(10)))',
+        'print([result["rows"][0]["n"] for result in asyncio.run(main())])',
       ].join('\n'),
     );
     expect(result.error).toBeUndefined();
@@ -302,6 +307,7 @@ describe('SQLite databases in scripts', () => {
         'ToolError sales.query: database "sales" is read-only: attempt to write a readonly database (write access ' +
           'is opted into with "readOnly": false in its configuration)',
         'True',
+        '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]',
         '',
       ].join('\n'),
     );
