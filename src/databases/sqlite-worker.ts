@@ -207,10 +207,12 @@ function sqliteWorkerMain(): void {
     // export() closes and reopens the database: its prepared statements are gone, and so are its pragmas.
     cache.clear();
     database.exec('PRAGMA locking_mode = EXCLUSIVE');
-    const mode = fs.statSync(data.path).mode & 0o7777;
+    const original = fs.statSync(data.path);
     const temporary = `${data.path}.codecall-${process.pid}-${Date.now()}.tmp`;
-    fs.writeFileSync(temporary, bytes, { mode, flag: 'wx' });
+    fs.writeFileSync(temporary, bytes, { mode: original.mode & 0o7777, flag: 'wx' });
     try {
+      // The file replaces the original: as root, keep its owner rather than hand it to root.
+      if (process.getuid?.() === 0) fs.chownSync(temporary, original.uid, original.gid);
       fs.renameSync(temporary, data.path);
     } catch (error) {
       fs.rmSync(temporary, { force: true });

@@ -1,4 +1,15 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -185,6 +196,10 @@ describe('SQLite read-only enforcement', () => {
   it('writes with readOnly: false, back to the file, where another SQLite reads it', async () => {
     const path = join(directory, 'writable.db');
     await createSqliteFile(path, 'CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT);');
+    // Owned by someone else (when the tests run as root, which can give it away): the file written back keeps it.
+    const owner = process.getuid?.() === 0 ? 65534 : statSync(path).uid;
+    if (owner !== statSync(path).uid) chownSync(path, owner, owner);
+    chmodSync(path, 0o640);
     const notes = open({ url: `sqlite:${path}`, readOnly: false }, 'notes');
     expect(await notes.query('INSERT INTO notes (text) VALUES (?), (?)', ['one', 'two'])).toMatchObject({
       columns: [],
@@ -197,6 +212,8 @@ describe('SQLite read-only enforcement', () => {
     ]);
     expect(await readSqliteRows(path, "SELECT name FROM sqlite_master WHERE name = 'tags'")).toEqual([['tags']]);
     expect(readdirSync(directory).filter((name) => name.includes('.codecall-'))).toEqual([]);
+    expect(statSync(path)).toMatchObject({ uid: owner, gid: owner === 65534 ? 65534 : statSync(path).gid });
+    expect(statSync(path).mode & 0o777).toBe(0o640);
   });
 });
 
