@@ -2,6 +2,7 @@
 // bench/results.json. Environment: BENCH_RUNS (default 60) and BENCH_CALLS (default 5000) scale the repetitions.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -482,19 +483,17 @@ row({
 
 // Databases: sequential query() calls of a one-row SELECT on SQLite, next to the statement run through sql.js in Node.
 print('database queries…');
-const databaseFigures = await import('./database-query.js')
-  .then((module) => module.measureDatabaseQueries({ stateDir: join(stateDir, 'database'), rounds: 5 }))
-  .catch((error) => ({ error }));
-if ('error' in databaseFigures) {
-  rows.push({
-    figure: '1,000 sequential query() calls, SQLite (µs)',
-    value: 'skipped',
-    baseline: `no SQLite driver: ${databaseFigures.error.message}`,
-    ratio: '',
-    target: '',
-    met: '',
-  });
-} else {
+const sqlJsInstalled = (() => {
+  try {
+    createRequire(import.meta.url).resolve('sql.js');
+    return true;
+  } catch {
+    return false;
+  }
+})();
+if (sqlJsInstalled) {
+  const { measureDatabaseQueries } = await import('./database-query.js');
+  const databaseFigures = await measureDatabaseQueries({ stateDir: join(stateDir, 'database'), rounds: 5 });
   row({
     figure: '1,000 sequential query() calls, SQLite one-row SELECT',
     unit: 'µs',
@@ -508,6 +507,15 @@ if ('error' in databaseFigures) {
     value: databaseFigures.query,
     baseline: databaseFigures.toolCall,
     baselineName: 'host tool returning such a row',
+  });
+} else {
+  rows.push({
+    figure: '1,000 sequential query() calls, SQLite (µs)',
+    value: 'skipped',
+    baseline: 'sql.js is not installed (npm install sql.js)',
+    ratio: '',
+    target: '',
+    met: '',
   });
 }
 
