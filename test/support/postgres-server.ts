@@ -35,9 +35,15 @@ export function findPostgresBinaries(): { readonly directory: string } | { reado
   const directory = candidates.find((candidate) =>
     ['initdb', 'pg_ctl', 'postgres'].every((name) => existsSync(join(candidate, name))),
   );
-  return directory === undefined
-    ? { missing: 'PostgreSQL server binaries not found (apt-get install postgresql); PostgreSQL tests skipped' }
-    : { directory };
+  if (directory === undefined) {
+    return { missing: 'PostgreSQL server binaries not found (apt-get install postgresql); PostgreSQL tests skipped' };
+  }
+  try {
+    serverUser();
+  } catch {
+    return { missing: 'running as root without a "postgres" user to run the server as; PostgreSQL tests skipped' };
+  }
+  return { directory };
 }
 
 /** A TCP port nobody listens on at the moment. */
