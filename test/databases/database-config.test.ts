@@ -29,20 +29,20 @@ describe('the databases option', () => {
           description: 'Stock levels, updated hourly.',
         },
       },
-      { baseDirectory: '/work/space' },
+      { baseDirectory: '/srv/agent' },
     );
     expect(databases.sales).toEqual({
       name: 'sales',
       kind: 'sqlite',
-      path: '/work/space/data/sales.db',
-      location: '/work/space/data/sales.db',
+      path: '/srv/agent/data/sales.db',
+      location: '/srv/agent/data/sales.db',
       readOnly: true,
       maxRows: DEFAULT_MAX_ROWS,
       statementTimeoutMs: DEFAULT_STATEMENT_TIMEOUT_MS,
       description: undefined,
     });
     expect(databases.archive).toMatchObject({ path: '/srv/archive.db' });
-    expect(databases.plain).toMatchObject({ path: '/work/space/plain.db' });
+    expect(databases.plain).toMatchObject({ path: '/srv/agent/plain.db' });
     expect(databases.warehouse).toMatchObject({
       kind: 'postgres',
       readOnly: false,
