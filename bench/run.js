@@ -2,6 +2,7 @@
 // bench/results.json. Environment: BENCH_RUNS (default 60) and BENCH_CALLS (default 5000) scale the repetitions.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -476,6 +477,44 @@ row({
   target: '≤ 10 ms',
   met: median(importTimes) <= 10,
 });
+
+// Databases: sequential query() calls of a one-row SELECT on SQLite, next to the statement run through sql.js in Node.
+print('database queries…');
+const sqlJsInstalled = (() => {
+  try {
+    createRequire(import.meta.url).resolve('sql.js');
+    return true;
+  } catch {
+    return false;
+  }
+})();
+if (sqlJsInstalled) {
+  const { measureDatabaseQueries } = await import('./database-query.js');
+  const databaseFigures = await measureDatabaseQueries({ stateDir: join(stateDir, 'database'), rounds: 5 });
+  row({
+    figure: '1,000 sequential query() calls, SQLite one-row SELECT',
+    unit: 'µs',
+    value: databaseFigures.query,
+    baseline: databaseFigures.driver,
+    baselineName: 'same statement through sql.js in Node',
+  });
+  row({
+    figure: '1,000 sequential query() calls, SQLite one-row SELECT',
+    unit: 'µs',
+    value: databaseFigures.query,
+    baseline: databaseFigures.toolCall,
+    baselineName: 'host tool returning such a row',
+  });
+} else {
+  rows.push({
+    figure: '1,000 sequential query() calls, SQLite (µs)',
+    value: 'skipped',
+    baseline: 'sql.js is not installed (npm install sql.js)',
+    ratio: '',
+    target: '',
+    met: '',
+  });
+}
 
 await codecall.close();
 rmSync(stateDir, { recursive: true, force: true });

@@ -11,6 +11,8 @@ export type { IsolationLevel, LimitReason, SandboxMode } from './core/isolation.
 export type { Limits } from './core/limits.js';
 export { DEFAULT_LIMITS } from './core/limits.js';
 export type { Artifact, ExecuteResult, ExecuteStatus, ScriptError, StdoutTruncation } from './core/result.js';
+export type { DatabaseConfig, DatabaseOptions } from './databases/database-config.js';
+export type { QueryResult } from './databases/query-result.js';
 export type {
   Codecall,
   CodecallOptions,

@@ -14,7 +14,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['core'],
   ['tools'],
   ['codegen', 'rpc', 'sandbox'],
-  ['mcp-client'],
+  ['mcp-client', 'databases'],
   ['engine'],
   ['mcp-server', 'adapters'],
   ['remote'],

@@ -3,22 +3,32 @@ import { dirname, resolve } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { checkKnownKeys } from '../core/option-checks.js';
 import { isRecord } from '../core/values.js';
+import { resolveRelativeSqlitePaths } from '../databases/database-config.js';
 import { CODECALL_OPTION_NAMES, type CodecallOptions } from '../engine/codecall.js';
 import { parseMcpServers } from '../mcp-client/server-config.js';
+import { loadToolModules } from './tool-modules.js';
 
 /** Name of the configuration file looked for in the current directory. */
 export const CONFIG_FILE_NAME = 'codecall.json';
 
-// Keys a configuration file may have: every option of createCodecall but `tools`, whose handlers are code, not JSON.
-const CONFIG_KEYS: ReadonlySet<string> = new Set([...CODECALL_OPTION_NAMES].filter((name) => name !== 'tools'));
+/**
+ * Keys a configuration file may have: every option of createCodecall but `tools`, whose handlers are code, not JSON;
+ * instead `toolModules` names JavaScript modules that export them.
+ */
+const CONFIG_KEYS: ReadonlySet<string> = new Set([
+  ...[...CODECALL_OPTION_NAMES].filter((name) => name !== 'tools'),
+  'toolModules',
+]);
 
 /** Defaults of the command line when no configuration says otherwise: the built-in file tools on the workspace. */
 export const CLI_DEFAULTS: CodecallOptions = Object.freeze({ builtinTools: ['files'] });
 
 /**
  * Reads a configuration file. With no explicit path, `codecall.json` in the current directory is used when present.
- * Relative paths inside it (`workspace`, `stateDir`) are resolved against the file's folder.
- * @throws CodecallError `INVALID_CONFIG` naming the file and the bad key or value.
+ * Relative paths inside it (`workspace`, `stateDir`, a stdio server's `cwd`, a `sqlite:` database, `toolModules`)
+ * are resolved against the file's folder; the tools of `toolModules` are loaded into `tools`.
+ * @throws CodecallError `INVALID_CONFIG` naming the file and the bad key or value; `DUPLICATE_TOOL` for two tool
+ *   modules' tools of one name.
  */
 export async function loadConfigFile(path: string | undefined): Promise<CodecallOptions> {
   const file = resolve(path ?? CONFIG_FILE_NAME);
@@ -57,6 +67,14 @@ export async function loadConfigFile(path: string | undefined): Promise<Codecall
   if (config.mcpServers !== undefined) {
     // Relative `cwd` of stdio servers is relative to the file, like `workspace`.
     config.mcpServers = parseMcpServers(config.mcpServers, { baseDirectory: base });
+  }
+  if (config.databases !== undefined) {
+    // A relative SQLite path is relative to the file too (createCodecall would take it relative to the workspace).
+    config.databases = resolveRelativeSqlitePaths(config.databases, base);
+  }
+  if (config.toolModules !== undefined) {
+    config.tools = await loadToolModules(config.toolModules, { file, baseDirectory: base });
+    delete config.toolModules;
   }
   return config as CodecallOptions;
 }

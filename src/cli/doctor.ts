@@ -1,10 +1,16 @@
+import { resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { CodecallError } from '../core/errors.js';
 import type { Limits } from '../core/limits.js';
 import { formatBytes, formatSeconds, plural } from '../core/wording.js';
+import { parseDatabases } from '../databases/database-config.js';
+import { probeDatabase } from '../databases/database-probe.js';
 import { type CodecallOptions, createCodecall, DEFAULT_PYTHON } from '../engine/codecall.js';
+import { describeNarrowing } from '../mcp-client/tool-narrowing.js';
 import { describeSandboxProbe, probeSandbox } from '../sandbox/bubblewrap-probe.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
+import { BUILTIN_TOOL_SET_MEMBERS, FILE_TOOL_SET_NAMES } from '../tools/builtin-tool-sets.js';
+import type { ToolSourceStatus } from '../tools/registered-tool.js';
 import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting } from './http-token.js';
 
 /** What `doctor` reports beyond the codecall's options. */
@@ -37,9 +43,35 @@ function describeLimits(limits: Limits): string {
   ].join(', ');
 }
 
+/** Longest list of left-out tool names shown for one MCP server. */
+const MAX_LEFT_OUT_SHOWN = 12;
+
+/** A source's state in a line: ready with its tool count (and how it was narrowed), failed, or not connected. */
+function describeSourceStatus(status: ToolSourceStatus): string {
+  if (status.state === 'failed') return `FAILED: ${status.error}`;
+  if (status.state === 'idle') return 'not connected';
+  const narrowing = status.narrowing;
+  if (narrowing === undefined) return `ready (${status.toolCount} tool${status.toolCount === 1 ? '' : 's'})`;
+  const leftOut = narrowing.leftOut;
+  const shown = leftOut.slice(0, MAX_LEFT_OUT_SHOWN).join(', ');
+  const more = leftOut.length > MAX_LEFT_OUT_SHOWN ? `, and ${leftOut.length - MAX_LEFT_OUT_SHOWN} more` : '';
+  return `ready: ${describeNarrowing(narrowing)}${leftOut.length === 0 ? '' : `; left out: ${shown}${more}`}`;
+}
+
+/** The built-in sets in a line: each set with its tools, and the file tools that none of them includes. */
+function describeBuiltinTools(names: readonly string[]): string {
+  const sets = [...new Set(names)];
+  const included = new Set(sets.flatMap((name) => BUILTIN_TOOL_SET_MEMBERS.get(name) ?? []));
+  const parts = sets.map((name) => `${name} (${(BUILTIN_TOOL_SET_MEMBERS.get(name) ?? []).join(', ')})`);
+  const usesFiles = sets.some((name) => FILE_TOOL_SET_NAMES.includes(name));
+  const leftOut = (BUILTIN_TOOL_SET_MEMBERS.get('files') ?? []).filter((tool) => !included.has(tool));
+  return `${parts.join(', ')}${usesFiles && leftOut.length > 0 ? `; left out: ${leftOut.join(', ')}` : ''}`;
+}
+
 /**
- * `codecall doctor`: what runs would use here — the interpreter, the isolation, the tools, the limits. Exit 0 when
- * a script can run as configured, 1 when something needed is missing.
+ * `codecall doctor`: what runs would use here — the interpreter, the isolation, the tools (built-in sets, host
+ * tools, upstream servers and how they are narrowed, databases and whether they answer), the limits. Exit 0 when a
+ * script can run as configured, 1 when something needed is missing.
  */
 export async function runDoctor(
   options: CodecallOptions,
@@ -76,15 +108,21 @@ export async function runDoctor(
           `${codecall.moduleName} (no tools)`,
       );
     }
+    const builtinTools = options.builtinTools ?? [];
+    if (builtinTools.length > 0) line('builtin', describeBuiltinTools(builtinTools));
+    const hostTools = options.tools ?? [];
+    if (hostTools.length > 0) line('tools', hostTools.map((tool) => tool.name).join(', '));
+    const databases = parseDatabases(options.databases ?? {}, {
+      baseDirectory: resolve(options.workspace ?? process.cwd()),
+    });
     for (const { name, status } of await codecall.toolSources()) {
-      const state =
-        status.state === 'ready'
-          ? `ready (${plural(status.toolCount, 'tool')})`
-          : status.state === 'failed'
-            ? `FAILED: ${status.error}`
-            : 'not connected';
-      line('mcp server', `${name}: ${state}`);
+      if (Object.hasOwn(databases, name)) continue;
+      line('mcp server', `${name}: ${describeSourceStatus(status)}`);
     }
+    const probes = await Promise.all(Object.values(databases).map((database) => probeDatabase(database)));
+    Object.keys(databases).forEach((name, index) => {
+      line('database', `${name}: ${probes[index]?.text ?? ''}`);
+    });
     line('limits', describeLimits(codecall.limits));
     line(
       'secrets',

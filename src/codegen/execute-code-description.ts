@@ -1,13 +1,15 @@
 import type { Limits } from '../core/limits.js';
 import { formatCount, formatSeconds, plural } from '../core/wording.js';
 import { shortenText } from './description-summary.js';
-import type { GeneratedFunction } from './python-module.js';
+import type { GeneratedFunction, GeneratedSubmodule } from './python-module.js';
 
 /** Name of the one tool codecall gives the model. */
 export const EXECUTE_CODE_TOOL_NAME = 'execute_code';
 
 /** Functions listed one by one in the description; with more, it lists modules and points to `search_tools`. */
 export const DEFAULT_MAX_LISTED_FUNCTIONS = 40;
+/** Longest note of a submodule shown beside its functions. */
+export const MAX_NOTE_LENGTH = 160;
 /** Longest error message shown for a tool source that failed to load. */
 export const MAX_FAILED_SOURCE_ERROR_LENGTH = 300;
 
@@ -46,6 +48,8 @@ export interface DescribeExecuteCodeToolOptions {
   readonly moduleName: string;
   /** The generated functions (see `generatePythonModule`). */
   readonly functions: readonly GeneratedFunction[];
+  /** The generated submodules (see `generatePythonModule`): their notes are shown beside their functions. */
+  readonly submodules?: readonly GeneratedSubmodule[] | undefined;
   /** The configured limits, stated to the model as they are. */
   readonly limits: Limits;
   /** Isolation the runs get; `auto` when it is not known yet. Without it, isolation is not mentioned. */
@@ -68,23 +72,38 @@ function groupByModule(functions: readonly GeneratedFunction[]): Map<string, Gen
   return groups;
 }
 
-function describeFunctions(moduleName: string, functions: readonly GeneratedFunction[], maxListed: number): string {
+function describeFunctions(
+  moduleName: string,
+  functions: readonly GeneratedFunction[],
+  maxListed: number,
+  notes: ReadonlyMap<string, string>,
+): string {
   if (functions.length === 0) return `\`${moduleName}\` has no functions at the moment.`;
   const groups = groupByModule(functions);
   if (functions.length <= maxListed) {
     const sections = [...groups].map(([module, members]) => {
       const lines = members.map((fn) => `- ${fn.signature}${fn.summary === '' ? '' : ` — ${fn.summary}`}`);
-      return [`Functions in \`${module}\` (\`from ${module} import ...\`):`, ...lines].join('\n');
+      const note = notes.get(module);
+      const header = `Functions in \`${module}\` (\`from ${module} import ...\`):`;
+      return [header, ...(note === undefined ? [] : [sentence(note)]), ...lines].join('\n');
     });
     return sections.join('\n\n');
   }
-  const modules = [...groups].map(([module, members]) => `- \`${module}\`: ${plural(members.length, 'function')}`);
+  const modules = [...groups].map(([module, members]) => {
+    const note = notes.get(module);
+    return `- \`${module}\`: ${plural(members.length, 'function')}${note === undefined ? '' : ` — ${sentence(note)}`}`;
+  });
   return [
     `There are ${formatCount(functions.length)} functions, too many to list here:`,
     ...modules,
     `Find the ones you need with \`print(${moduleName}.search_tools("what you want to do"))\` (name, signature and ` +
       `description of the best matches) and read one's arguments with \`help(${moduleName}.<function>)\`.`,
   ].join('\n');
+}
+
+/** A note as a sentence: ending with a full stop. */
+function sentence(text: string): string {
+  return /[.!?]$/.test(text) ? text : `${text}.`;
 }
 
 function describeLimits(limits: Limits): string {
@@ -126,7 +145,11 @@ export function describeExecuteCodeTool(options: DescribeExecuteCodeToolOptions)
     `and print just what you need. A failing tool raises \`${moduleName}.ToolError\`. ` +
     `For parallel calls, \`await asyncio.gather(...)\` over the same functions in \`${moduleName}.aio\`. ` +
     'Only the Python standard library is available.';
-  const sections = [overview, describeFunctions(moduleName, functions, maxListed), describeLimits(limits)];
+  const notes = new Map<string, string>();
+  for (const submodule of options.submodules ?? []) {
+    if (submodule.note !== undefined) notes.set(submodule.module, shortenText(submodule.note, MAX_NOTE_LENGTH));
+  }
+  const sections = [overview, describeFunctions(moduleName, functions, maxListed, notes), describeLimits(limits)];
   const isolationNote = describeIsolation(options.isolation, options.network);
   if (isolationNote !== '') sections.push(isolationNote);
   const failed = options.failedSources ?? [];

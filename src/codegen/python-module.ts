@@ -48,12 +48,24 @@ export interface GeneratedFunction {
   readonly summary: string;
 }
 
+/** One submodule of the generated package. */
+export interface GeneratedSubmodule {
+  /** Dotted name, e.g. `tools.github`. */
+  readonly module: string;
+  /** Name of the group as configured (e.g. the MCP server's or the database's name). */
+  readonly configuredName: string;
+  /** The group's one-line note, when it has one (e.g. "SQLite database, read-only"). */
+  readonly note?: string | undefined;
+}
+
 /** The generated package: its files and an index of its functions. */
 export interface GeneratedPythonModule {
   /** Files to write under one directory, which then goes on `sys.path`. */
   readonly files: readonly GeneratedFile[];
   /** Every tool function, root module first, then each submodule, in input order. */
   readonly functions: readonly GeneratedFunction[];
+  /** Every submodule, in input order. */
+  readonly submodules: readonly GeneratedSubmodule[];
 }
 
 /** Options of {@link generatePythonModule}. */
@@ -84,6 +96,8 @@ interface PlannedSubmodule extends PlannedModule {
   readonly configuredName: string;
   /** Description of the group, for the submodule's docstring (empty when it has none). */
   readonly description: string;
+  /** The group's one-line note (empty when it has none). */
+  readonly note: string;
 }
 
 function checkModuleName(moduleName: unknown): asserts moduleName is string {
@@ -205,7 +219,7 @@ function renderSearchTools(moduleName: string): string {
 
 function renderRootModule(moduleName: string, root: PlannedModule, submodules: readonly PlannedSubmodule[]): string {
   const submoduleLines = submodules.map((submodule) => {
-    const summary = summarizeDescription(submodule.description);
+    const summary = submodule.note.trim() || summarizeDescription(submodule.description);
     const count = plural(submodule.functions.length, 'function');
     return `- ${submodule.dottedName} (${count})${summary === '' ? '' : `: ${summary}`}`;
   });
@@ -250,9 +264,11 @@ function renderRootModule(moduleName: string, root: PlannedModule, submodules: r
 
 function renderSubmodule(submodule: PlannedSubmodule): string {
   const description = submodule.description.trim();
+  const note = submodule.note.trim();
   const docstring = [
     `Functions of the tool source ${pythonStringLiteral(submodule.configuredName)}: ` +
       `\`from ${submodule.dottedName} import <function>\`.`,
+    ...(note === '' ? [] : ['', /[.!?]$/.test(note) ? note : `${note}.`]),
     ...(description === '' ? [] : ['', description]),
     '',
     `Async variants for parallel calls are in ${submodule.dottedName}.aio.`,
@@ -339,6 +355,7 @@ export function generatePythonModule(options: GeneratePythonModuleOptions): Gene
       pythonName,
       configuredName: group.name,
       description: typeof group.description === 'string' ? group.description : '',
+      note: typeof group.note === 'string' ? group.note : '',
       dottedName: `${moduleName}.${pythonName}`,
       directory: `${moduleName}/${pythonName}`,
       ...planFunctions(group.tools, { wirePrefix: `${group.name}/`, reserved: RESERVED_MODULE_NAMES }),
@@ -362,5 +379,10 @@ export function generatePythonModule(options: GeneratePythonModuleOptions): Gene
   return {
     files,
     functions: [root, ...submodules].flatMap(toGeneratedFunctions),
+    submodules: submodules.map((submodule) => ({
+      module: submodule.dottedName,
+      configuredName: submodule.configuredName,
+      ...(submodule.note === '' ? {} : { note: submodule.note }),
+    })),
   };
 }

@@ -4,6 +4,7 @@ import type { SandboxMode } from '../core/isolation.js';
 import { type Limits, resolveLimits } from '../core/limits.js';
 import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
 import { defaultStateRoot } from '../core/state-folders.js';
+import { type DatabaseConfig, parseDatabases, type ResolvedDatabase } from '../databases/database-config.js';
 import { type McpServerConfig, parseMcpServers } from '../mcp-client/server-config.js';
 import { checkScriptVariables, type ScriptVariables } from '../sandbox/environment.js';
 import type { FileToolsPolicyOptions } from '../tools/file-access-policy.js';
@@ -34,6 +35,13 @@ export interface CodecallOptions {
   readonly limits?: Partial<Limits>;
   /** Upstream MCP servers whose tools become submodules (`from tools.<server> import fn`). */
   readonly mcpServers?: Readonly<Record<string, McpServerConfig>>;
+  /**
+   * Databases whose tools become submodules (`from tools.<name> import query, tables, describe`): a URL
+   * (`"sqlite:./data/sales.db"`, relative to `workspace`; `"postgres://user:password@host/db"`) or
+   * `{ url, readOnly, maxRows, statementTimeoutMs, description }`. Read-only unless `readOnly: false`. Needs the
+   * optional package `sql.js` (SQLite) or `pg` (PostgreSQL).
+   */
+  readonly databases?: Readonly<Record<string, DatabaseConfig>>;
   /** Variables set in the script's environment. */
   readonly env?: Readonly<Record<string, string>>;
   /** Names of host variables copied into the script's environment (default: `TZ`). */
@@ -91,6 +99,7 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   sandbox: true,
   limits: true,
   mcpServers: true,
+  databases: true,
   env: true,
   envPassthrough: true,
   network: true,
@@ -118,6 +127,8 @@ export interface ResolvedCodecallOptions {
   readonly tools: readonly Tool[];
   /** The enabled upstream servers, each entry checked. */
   readonly mcpServers: Readonly<Record<string, McpServerConfig>>;
+  /** The databases, each entry checked (relative SQLite paths resolved against the workspace). */
+  readonly databases: Readonly<Record<string, ResolvedDatabase>>;
   /** `env` and `envPassthrough`, checked and copied. */
   readonly variables: ScriptVariables;
   readonly network: boolean;
@@ -168,16 +179,30 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
       { redactSecrets },
     );
   }
+  const workspace = resolvePath(checkPath(given.workspace, 'workspace') ?? process.cwd());
+  // Checked now (this imports no MCP SDK code), so a bad server entry is a configuration error at creation.
+  const mcpServers = parseMcpServers(given.mcpServers ?? {});
+  // Checked now too (no driver is loaded, only looked up), and so is a name given to a server and a database alike.
+  const databases = parseDatabases(given.databases ?? {}, { baseDirectory: workspace });
+  const shared = Object.keys(databases).filter((name) => Object.hasOwn(mcpServers, name));
+  if (shared.length > 0) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `"${shared[0]}" names both an MCP server and a database, and each becomes the submodule of that name; ` +
+        'rename one of them',
+      { name: shared[0] },
+    );
+  }
   return {
     limits,
     moduleName: given.moduleName ?? DEFAULT_MODULE_NAME,
     sandbox,
     python,
-    workspace: resolvePath(checkPath(given.workspace, 'workspace') ?? process.cwd()),
+    workspace,
     builtinTools: given.builtinTools ?? [],
     tools: (given.tools ?? []) as readonly Tool[],
-    // Checked now (this imports no MCP SDK code), so a bad server entry is a configuration error at creation.
-    mcpServers: parseMcpServers(given.mcpServers ?? {}),
+    mcpServers,
+    databases,
     variables: checkScriptVariables({ extra: given.env, passthrough: given.envPassthrough }),
     network,
     redactSecrets,

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { type GeneratedPythonModule, generatePythonModule } from '../codegen/python-module.js';
 import { CodecallError } from '../core/errors.js';
+import type { ResolvedDatabase } from '../databases/database-config.js';
 import type { McpServerConfig } from '../mcp-client/server-config.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
 import type { SandboxRunner } from '../sandbox/runner.js';
@@ -35,6 +36,7 @@ export class CodecallPreparation {
   readonly #staticTools: readonly RegisteredTool[];
   readonly #staticModule: GeneratedPythonModule | undefined;
   readonly #serverNames: readonly string[];
+  readonly #databaseNames: readonly string[];
   #directories: StateDirectories | undefined;
   #runner: Promise<SandboxRunner> | undefined;
   #sources: Promise<ToolSource[]> | undefined;
@@ -55,15 +57,15 @@ export class CodecallPreparation {
     // Checks wire-name uniqueness now, so a duplicate is a configuration error at creation.
     createToolRegistry(this.#staticTools);
     this.#serverNames = Object.keys(options.mcpServers);
+    this.#databaseNames = Object.keys(options.databases);
     // Generated once up front: a bad module name or tool name surfaces here, not at the first run (and runs reuse it).
-    this.#staticModule =
-      this.#serverNames.length === 0
-        ? generatePythonModule({
-            moduleName: options.moduleName,
-            tools: this.#staticTools.map((tool) => tool.descriptor),
-            modules: [],
-          })
-        : undefined;
+    this.#staticModule = !this.#hasSources()
+      ? generatePythonModule({
+          moduleName: options.moduleName,
+          tools: this.#staticTools.map((tool) => tool.descriptor),
+          modules: [],
+        })
+      : undefined;
   }
 
   /** The sandbox runner, selected once. */
@@ -72,14 +74,30 @@ export class CodecallPreparation {
     return this.#runner;
   }
 
-  /** The upstream servers as tool sources, made once (importing the MCP client only when there are servers). */
+  /**
+   * The upstream servers and the databases as tool sources, made once (importing the MCP client only when there are
+   * servers, and the database tools only when there are databases).
+   */
   sources(): Promise<ToolSource[]> {
-    if (this.#serverNames.length === 0) return Promise.resolve([]);
-    const servers = this.#options.mcpServers;
-    this.#sources ??= import('../mcp-client/upstream-tool-source.js').then((module) =>
-      this.#serverNames.map((name) => module.createMcpToolSource(name, servers[name] as McpServerConfig)),
-    );
+    if (!this.#hasSources()) return Promise.resolve([]);
+    const { mcpServers, databases } = this.#options;
+    this.#sources ??= Promise.all([
+      this.#serverNames.length === 0
+        ? []
+        : import('../mcp-client/upstream-tool-source.js').then((module) =>
+            this.#serverNames.map((name) => module.createMcpToolSource(name, mcpServers[name] as McpServerConfig)),
+          ),
+      this.#databaseNames.length === 0
+        ? []
+        : import('../databases/database-tool-source.js').then((module) =>
+            this.#databaseNames.map((name) => module.createDatabaseToolSource(databases[name] as ResolvedDatabase)),
+          ),
+    ]).then(([servers, databaseSources]) => [...servers, ...databaseSources]);
     return this.#sources;
+  }
+
+  #hasSources(): boolean {
+    return this.#serverNames.length > 0 || this.#databaseNames.length > 0;
   }
 
   /** Closes the upstream connections made so far. */
@@ -90,8 +108,8 @@ export class CodecallPreparation {
 
   /** Lists the tools and prepares what runs need; reuses the last preparation while the tool list is the same. */
   async prepare(): Promise<Prepared> {
-    // Without upstream servers the tool list never changes: every run after the first reuses the same preparation.
-    if (this.#serverNames.length === 0 && this.#prepared !== undefined) return this.#prepared.value;
+    // Without tool sources the tool list never changes: every run after the first reuses the same preparation.
+    if (!this.#hasSources() && this.#prepared !== undefined) return this.#prepared.value;
     this.#directories ??= prepareStateDirectories(this.#options.stateRoot);
     const runner = this.runner();
     const listings = await Promise.all(
@@ -114,12 +132,13 @@ export class CodecallPreparation {
       modules.push({
         name: entry.source.name,
         description: entry.listing.description,
+        note: entry.listing.note,
         tools: entry.listing.tools.map((tool: RegisteredTool) => tool.descriptor),
       });
       dynamicTools.push(...entry.listing.tools);
     }
     const key = JSON.stringify([
-      modules.map((module) => [module.name, module.tools.map((tool) => tool.name)]),
+      modules.map((module) => [module.name, module.note, module.tools.map((tool) => tool.name)]),
       failedSources,
     ]);
     if (this.#prepared?.key === key) return this.#prepared.value;

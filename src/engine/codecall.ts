@@ -55,7 +55,7 @@ export interface Codecall {
   toolDefinition(): Promise<ExecuteCodeToolDefinition>;
   /** The generated Python module (what `codecall stubs` prints). */
   generateModule(): Promise<GeneratedPythonModule>;
-  /** Upstream MCP servers and their health (connects to them if not yet connected). */
+  /** Upstream MCP servers and databases, and their health (connects to the servers if not yet connected). */
   toolSources(): Promise<readonly { readonly name: string; readonly status: ToolSourceStatus }[]>;
   /** The isolation runs get here (`bubblewrap` or `none`). */
   isolation(): Promise<'bubblewrap' | 'none'>;
@@ -123,6 +123,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       return describeExecuteCodeTool({
         moduleName,
         functions: generated.functions,
+        submodules: generated.submodules,
         limits,
         isolation: environment.runner.isolation,
         network,

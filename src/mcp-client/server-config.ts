@@ -24,6 +24,12 @@ export interface McpStdioServerConfig {
   readonly cwd?: string | undefined;
   /** When true the server is left out, as in the clients that support this key. */
   readonly disabled?: boolean | undefined;
+  /** Only these of the server's tools become functions (the server's own tool names). */
+  readonly allowedTools?: readonly string[] | undefined;
+  /** These of the server's tools are left out (the server's own tool names). */
+  readonly disabledTools?: readonly string[] | undefined;
+  /** When true only the tools the server annotates as read-only (`readOnlyHint: true`) become functions. */
+  readonly readOnly?: boolean | undefined;
 }
 
 /** An upstream MCP server reached over Streamable HTTP: `{ "url": "https://example.com/mcp", "headers": {...} }`. */
@@ -36,6 +42,12 @@ export interface McpHttpServerConfig {
   readonly headers?: Readonly<Record<string, string>> | undefined;
   /** When true the server is left out, as in the clients that support this key. */
   readonly disabled?: boolean | undefined;
+  /** Only these of the server's tools become functions (the server's own tool names). */
+  readonly allowedTools?: readonly string[] | undefined;
+  /** These of the server's tools are left out (the server's own tool names). */
+  readonly disabledTools?: readonly string[] | undefined;
+  /** When true only the tools the server annotates as read-only (`readOnlyHint: true`) become functions. */
+  readonly readOnly?: boolean | undefined;
 }
 
 /** One entry of the `mcpServers` map: a stdio server (`command`) or a Streamable HTTP server (`url`). */
@@ -56,8 +68,19 @@ const STDIO_KEYS = knownKeys<keyof McpStdioServerConfig>({
   env: true,
   cwd: true,
   disabled: true,
+  allowedTools: true,
+  disabledTools: true,
+  readOnly: true,
 });
-const HTTP_KEYS = knownKeys<keyof McpHttpServerConfig>({ type: true, url: true, headers: true, disabled: true });
+const HTTP_KEYS = knownKeys<keyof McpHttpServerConfig>({
+  type: true,
+  url: true,
+  headers: true,
+  disabled: true,
+  allowedTools: true,
+  disabledTools: true,
+  readOnly: true,
+});
 const HTTP_TYPES: ReadonlySet<string> = new Set(['http', 'streamable-http']);
 
 /** Whether a (valid) server entry is reached over HTTP rather than started as a child process. */
@@ -141,6 +164,7 @@ function parseStdioConfig(
     throw invalid(name, 'cwd', `must be a non-empty string, got ${describeValue(cwd)}`, cwd);
   }
   const disabled = parseDisabled(name, value.disabled);
+  const narrowing = parseNarrowing(name, value);
   const resolvedCwd =
     cwd !== undefined && options.baseDirectory !== undefined && !isAbsolute(cwd)
       ? resolve(options.baseDirectory, cwd)
@@ -152,6 +176,7 @@ function parseStdioConfig(
     ...(env === undefined ? {} : { env }),
     ...(resolvedCwd === undefined ? {} : { cwd: resolvedCwd }),
     ...(disabled === undefined ? {} : { disabled }),
+    ...narrowing,
   };
 }
 
@@ -177,6 +202,7 @@ function parseHttpConfig(name: string, value: Record<string, unknown>): McpHttpS
     url,
     ...(headers === undefined ? {} : { headers }),
     ...(disabled === undefined ? {} : { disabled }),
+    ...parseNarrowing(name, value),
   };
 }
 
@@ -205,6 +231,30 @@ function parseStringRecord(name: string, key: string, value: unknown): Record<st
     record[entryKey] = entryValue;
   }
   return record;
+}
+
+/** The keys that narrow a server's tools: `allowedTools`, `disabledTools` (lists of tool names) and `readOnly`. */
+function parseNarrowing(
+  name: string,
+  value: Record<string, unknown>,
+): Pick<McpStdioServerConfig, 'allowedTools' | 'disabledTools' | 'readOnly'> {
+  const narrowing: { allowedTools?: string[]; disabledTools?: string[]; readOnly?: boolean } = {};
+  for (const key of ['allowedTools', 'disabledTools'] as const) {
+    const list = value[key];
+    if (list === undefined) continue;
+    if (!Array.isArray(list) || !list.every((item) => typeof item === 'string' && item !== '')) {
+      throw invalid(name, key, `must be a list of the server's tool names, got ${describeValue(list)}`, list);
+    }
+    narrowing[key] = [...new Set(list as string[])];
+  }
+  const readOnly = value.readOnly;
+  if (readOnly !== undefined) {
+    if (typeof readOnly !== 'boolean') {
+      throw invalid(name, 'readOnly', `must be true or false, got ${describeValue(readOnly)}`, readOnly);
+    }
+    narrowing.readOnly = readOnly;
+  }
+  return narrowing;
 }
 
 function parseDisabled(name: string, value: unknown): boolean | undefined {

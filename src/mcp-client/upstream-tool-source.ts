@@ -12,6 +12,7 @@ import type {
   RegisteredTool,
   ToolSource,
   ToolSourceListing,
+  ToolSourceNarrowing,
   ToolSourceStatus,
 } from '../tools/registered-tool.js';
 import type { NormalisedSchema } from '../tools/schema.js';
@@ -21,6 +22,7 @@ import type { ArgumentValidator } from '../tools/validation.js';
 import { checkArgumentShape, createArgumentValidator } from '../tools/validation.js';
 import type { McpServerConfig } from './server-config.js';
 import { isHttpServerConfig, parseMcpServerConfig } from './server-config.js';
+import { describeNarrowing, narrowTools } from './tool-narrowing.js';
 import { convertUpstreamResult, errorTextOf } from './upstream-result.js';
 
 /** Time a server gets to start and answer `initialize`, and then `tools/list`. */
@@ -62,6 +64,7 @@ class McpToolSource implements ToolSource {
   #connection: Connection | undefined;
   #connecting: Promise<Connection> | undefined;
   #listing: ToolSourceListing | undefined;
+  #narrowing: ToolSourceNarrowing | undefined;
   #status: ToolSourceStatus = { state: 'idle' };
   #lastFailure: { readonly error: CodecallError; readonly at: number } | undefined;
   #closed = false;
@@ -131,15 +134,21 @@ class McpToolSource implements ToolSource {
     client.onerror = () => undefined;
     try {
       await client.connect(transport, { timeout: MCP_CONNECT_TIMEOUT_MS });
-      const tools = await listAllTools(client);
+      const { tools, narrowing } = narrowTools(this.name, await listAllTools(client), this.#config);
+      this.#narrowing = narrowing;
       this.#listing = {
         description: client.getInstructions(),
+        ...(narrowing === undefined ? {} : { note: describeNarrowing(narrowing) }),
         tools: tools.map((tool) => this.#registerTool(tool)),
       };
     } catch (error) {
       connection.alive = false;
       await disconnect(connection);
-      const failure = this.#failure(this.#listing === undefined ? 'failed to start' : 'failed to restart', error);
+      // A narrowing list naming a tool the server lacks is the configuration's fault, and says so itself.
+      const failure =
+        error instanceof CodecallError && error.code === 'INVALID_CONFIG'
+          ? error
+          : this.#failure(this.#listing === undefined ? 'failed to start' : 'failed to restart', error);
       this.#status = { state: 'failed', error: failure.message };
       this.#lastFailure = { error: failure, at: Date.now() };
       throw failure;
@@ -152,7 +161,11 @@ class McpToolSource implements ToolSource {
     this.#lastFailure = undefined;
     // From now on the tail explains crashes, not the start-up banner.
     this.#stderrTail.clear();
-    this.#status = { state: 'ready', toolCount: this.#listing.tools.length };
+    this.#status = {
+      state: 'ready',
+      toolCount: this.#listing.tools.length,
+      ...(this.#narrowing === undefined ? {} : { narrowing: this.#narrowing }),
+    };
     return connection;
   }
 

@@ -52,6 +52,11 @@ export const BINARY_SNIFF_BYTES = 8_000;
 /** Directories `search_files` does not descend into (unless asked to search inside one directly). */
 export const SKIPPED_DIRECTORY_NAMES: ReadonlySet<string> = new Set([...VERSION_CONTROL_NAMES, 'node_modules']);
 
+/** The tools of the built-in set `files`, in order. */
+export const FILE_TOOL_NAMES: readonly string[] = ['read_file', 'write_file', 'list_files', 'search_files'];
+/** The tools of the built-in set `files:read`: the file tools that do not write. */
+export const READ_ONLY_FILE_TOOL_NAMES: readonly string[] = ['read_file', 'list_files', 'search_files'];
+
 /** Size of the reads `read_file` streams a file with. */
 const READ_CHUNK_BYTES = 64 * 1024;
 
@@ -134,6 +139,16 @@ export function createFileTools(options: FileToolsOptions): Tool[] {
       execute: (args, context) => searchFilesTool(workspace, searchBudget, args, context),
     }),
   ];
+}
+
+/**
+ * The built-in tool set `files:read`: `read_file`, `list_files` and `search_files` of {@link createFileTools},
+ * without `write_file`.
+ *
+ * @throws CodecallError('INVALID_CONFIG') when the workspace is not an existing directory.
+ */
+export function createReadOnlyFileTools(options: FileToolsOptions): Tool[] {
+  return createFileTools(options).filter((tool) => READ_ONLY_FILE_TOOL_NAMES.includes(tool.name));
 }
 
 const READ_FILE_INPUT = {

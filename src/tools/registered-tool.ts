@@ -42,11 +42,26 @@ export interface ToolSource {
 export interface ToolSourceListing {
   /** Description of the group (e.g. an MCP server's instructions), shown in the module docstring. */
   readonly description?: string | undefined;
+  /**
+   * One line about the group for the model-facing description and the module docstring, e.g. "SQLite database,
+   * read-only" or "3 of 9 tools: read-only ones only".
+   */
+  readonly note?: string | undefined;
   readonly tools: readonly RegisteredTool[];
 }
 
 /** Health of a tool source. */
 export type ToolSourceStatus =
   | { readonly state: 'idle' }
-  | { readonly state: 'ready'; readonly toolCount: number }
+  | { readonly state: 'ready'; readonly toolCount: number; readonly narrowing?: ToolSourceNarrowing | undefined }
   | { readonly state: 'failed'; readonly error: string };
+
+/** How the configuration narrowed a source's tools (an MCP server's `allowedTools`, `disabledTools`, `readOnly`). */
+export interface ToolSourceNarrowing {
+  /** Tools the source offers before narrowing. */
+  readonly total: number;
+  /** Names of the tools left out, as the source names them. */
+  readonly leftOut: readonly string[];
+  /** The rules that applied, e.g. `["readOnly"]` or `["allowedTools", "disabledTools"]`. */
+  readonly rules: readonly string[];
+}

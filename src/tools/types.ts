@@ -70,6 +70,8 @@ export interface ToolModuleDescriptor {
   readonly name: string;
   /** Human description of the group (e.g. the MCP server's instructions). */
   readonly description?: string | undefined;
+  /** One line about the group shown beside its functions (e.g. "SQLite database, read-only"). */
+  readonly note?: string | undefined;
   /** Tools of the group. Wire names must be unique across all groups. */
   readonly tools: readonly ToolDescriptor[];
 }

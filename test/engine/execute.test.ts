@@ -623,7 +623,7 @@ describe('configuration errors are thrown', () => {
   it('rejects unknown options and bad limits', () => {
     const unknown = captureError(() => codecallWith({ colour: 'blue' } as never));
     expect(unknown.message).toMatch(
-      /^unknown key "colour" in createCodecall options; known keys: tools, builtinTools, workspace, moduleName, python, sandbox, limits, mcpServers, env, envPassthrough, network, stateDir, pool, sessions, /,
+      /^unknown key "colour" in createCodecall options; known keys: tools, builtinTools, workspace, moduleName, python, sandbox, limits, mcpServers, databases, env, envPassthrough, network, stateDir, pool, sessions, /,
     );
     expect(unknown.details).toMatchObject({ key: 'colour', where: 'createCodecall options' });
     expect(() => codecallWith({ limits: { timeoutMs: -1 } })).toThrow(

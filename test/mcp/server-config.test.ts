@@ -73,14 +73,40 @@ describe('parseMcpServers', () => {
   it('names an unknown key of a server entry in the wording of every unknown key', () => {
     const stdio = configError(() => parseMcpServerConfig('s', { command: 'x', argz: [] }));
     expect(stdio.message).toBe(
-      'unknown key "argz" in mcpServers.s (a stdio server); known keys: type, command, args, env, cwd, disabled',
+      'unknown key "argz" in mcpServers.s (a stdio server); known keys: type, command, args, env, cwd, disabled, ' +
+        'allowedTools, disabledTools, readOnly',
     );
     expect(stdio.details).toMatchObject({ server: 's', key: 'argz' });
     const http = configError(() => parseMcpServerConfig('s', { url: 'https://example.com', env: {} }));
     expect(http.message).toBe(
-      'unknown key "env" in mcpServers.s (an HTTP server); known keys: type, url, headers, disabled',
+      'unknown key "env" in mcpServers.s (an HTTP server); known keys: type, url, headers, disabled, allowedTools, ' +
+        'disabledTools, readOnly',
     );
     expect(http.details).toMatchObject({ server: 's', key: 'env' });
+  });
+
+  it('reads the keys that narrow a server, and names a bad one', () => {
+    expect(
+      parseMcpServerConfig('s', {
+        command: 'x',
+        allowedTools: ['a', 'b', 'a'],
+        disabledTools: ['b'],
+        readOnly: true,
+      }),
+    ).toEqual({ command: 'x', allowedTools: ['a', 'b'], disabledTools: ['b'], readOnly: true });
+    expect(parseMcpServerConfig('s', { url: 'https://example.com/mcp', readOnly: false })).toEqual({
+      url: 'https://example.com/mcp',
+      readOnly: false,
+    });
+    expect(configError(() => parseMcpServerConfig('s', { command: 'x', allowedTools: 'a' })).message).toBe(
+      'MCP server "s": mcpServers.s.allowedTools must be a list of the server\'s tool names, got string "a"',
+    );
+    expect(configError(() => parseMcpServerConfig('s', { command: 'x', disabledTools: [''] })).message).toMatch(
+      /mcpServers\.s\.disabledTools must be a list of the server's tool names/,
+    );
+    expect(configError(() => parseMcpServerConfig('s', { url: 'https://e.com', readOnly: 'yes' })).message).toBe(
+      'MCP server "s": mcpServers.s.readOnly must be true or false, got string "yes"',
+    );
   });
 
   it('refuses a map that is not an object and server names that cannot be module names', () => {

@@ -433,10 +433,18 @@ describe('search_files', () => {
 
 describe('built-in tool sets', () => {
   it('resolves files to the four file tools', () => {
-    expect([...BUILTIN_TOOL_SETS.keys()]).toEqual(['files']);
+    expect([...BUILTIN_TOOL_SETS.keys()]).toEqual(['files', 'files:read']);
     const resolved = resolveBuiltinTools({ names: ['files', 'files'], workspace });
     expect(resolved.map((tool) => tool.name)).toEqual(['read_file', 'write_file', 'list_files', 'search_files']);
     expect(createToolRegistry(resolved.map(registerTool)).size).toBe(4);
+  });
+
+  it('resolves files:read to the file tools that do not write, and files with it to all four once', async () => {
+    const readOnly = resolveBuiltinTools({ names: ['files:read'], workspace });
+    expect(readOnly.map((tool) => tool.name)).toEqual(['read_file', 'list_files', 'search_files']);
+    const both = resolveBuiltinTools({ names: ['files:read', 'files'], workspace });
+    expect(both.map((tool) => tool.name)).toEqual(['read_file', 'list_files', 'search_files', 'write_file']);
+    expect(createToolRegistry(both.map(registerTool)).size).toBe(4);
   });
 
   it('refuses an unknown set with INVALID_CONFIG', () => {
@@ -447,7 +455,7 @@ describe('built-in tool sets', () => {
       expect(error).toBeInstanceOf(CodecallError);
       expect((error as CodecallError).code).toBe('INVALID_CONFIG');
       expect((error as CodecallError).message).toBe(
-        `unknown built-in tool set "shell" in builtinTools; the known sets are 'files'`,
+        `unknown built-in tool set "shell" in builtinTools; the known sets are 'files', 'files:read'`,
       );
     }
   });
