@@ -60,6 +60,52 @@ def _write_marker(descriptor, marker):
         return False
 
 
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = 9
+
+
+def _tie_to_host():
+    """Isolation `none`: dies with the host, as a sandbox dies with its pid namespace.
+
+    The host names itself in CODECALL_PARENT_PID. The kernel sends SIGKILL when the parent goes (PR_SET_PDEATHSIG,
+    through `_ctypes` without the `ctypes` package, which would cost milliseconds of imports); a parent other than the
+    host means it died before that, and the process ends at once.
+    """
+    name = b"CODECALL_PARENT_PID"
+    value = posix.environ.pop(name, None)
+    if value is None:
+        return
+    posix.unsetenv(name)
+    try:
+        import _ctypes
+
+        class _Int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class _Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL
+            _restype_ = _Int
+
+        class _Process:
+            _handle = _ctypes.dlopen(None, 0)
+
+        _Function(("prctl", _Process))(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+    except Exception:
+        pass
+    if posix.getppid() != int(value):
+        posix._exit(1)
+
+
+def _enter_work_directory():
+    """Isolation `none` through a mount namespace: `nsenter` leaves the process at the namespace's root, and a
+    directory opened before it entered would have no path inside, so the run directory comes as CODECALL_WORK_DIR."""
+    name = b"CODECALL_WORK_DIR"
+    value = posix.environ.pop(name, None)
+    if value is not None:
+        posix.unsetenv(name)
+        posix.chdir(value)
+
+
 def _prepare_channel():
     _take_output_nonce()
     descriptor = _channel_descriptor()
@@ -312,6 +358,8 @@ def _script_path():
 
 def main():
     """Prepares the process and runs the script named by the first argument; exits with its status."""
+    _enter_work_directory()
+    _tie_to_host()
     _prepare_channel()
     _apply_limits()
     _install_builtins()
@@ -321,6 +369,8 @@ def main():
 def main_pooled():
     """A warm-pool interpreter: prepares the process like `main()`, says `$ready`, waits for `$run`, then writes
     the script it carries to the path named by the first argument and runs it exactly like `main()`."""
+    _enter_work_directory()
+    _tie_to_host()
     _prepare_channel()
     _apply_limits()
     _install_builtins()

@@ -136,6 +136,8 @@ def main():
     """
     import _signal
 
+    _boot._enter_work_directory()
+    _boot._tie_to_host()
     _boot._prepare_channel()
     # CPU time is limited per cell (see _cell_cpu_limit); the other limits hold for the whole session.
     _boot._apply_limits(skip=("cpu",))

@@ -75,7 +75,32 @@ export function isReachableBy(path: string, uid: number, gid: number): boolean {
   }
 }
 
-function findTool(name: string): string {
+/**
+ * The outermost directory above `path` (an absolute real path) that a user cannot traverse, or undefined when every
+ * directory above it lets them through. Permission bits only, like {@link isReachableBy}.
+ */
+export function outermostBlockingAncestor(path: string, uid: number, gid: number): string | undefined {
+  const ancestors: string[] = [];
+  for (let parent = dirname(path); ; parent = dirname(parent)) {
+    ancestors.unshift(parent);
+    if (parent === dirname(parent)) break;
+  }
+  for (const ancestor of ancestors) {
+    try {
+      const stats = statSync(ancestor);
+      if (!allows(stats.mode, uid, gid, stats.uid, stats.gid, EXECUTE_BITS)) return ancestor;
+    } catch {
+      return ancestor;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Path of a util-linux tool (`unshare`, `mount`, `nsenter`) in the system directories.
+ * @throws CodecallError `SANDBOX_UNAVAILABLE` when it is not installed.
+ */
+export function findTool(name: string): string {
   for (const directory of ['/usr/bin', '/bin', '/usr/sbin', '/sbin']) {
     const candidate = join(directory, name);
     try {
