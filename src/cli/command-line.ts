@@ -31,6 +31,8 @@ options:
   --json                run: print the whole result object as JSON
   --http PORT           serve: Streamable HTTP on 127.0.0.1:PORT instead of stdio
   --host ADDRESS        serve: address to listen on with --http (default 127.0.0.1)
+  --allow-unsandboxed   serve: run scripts without a sandbox when bubblewrap is not usable (sandbox "auto");
+                        without it serve refuses to start there
   -h, --help            show this help
 `;
 
@@ -100,7 +102,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       case 'doctor':
         return await runDoctor(options as CodecallOptions, process.stdout);
       case 'serve':
-        return await serveCommand(options as CodecallOptions, values.http, values.host);
+        return await serveCommand(options as CodecallOptions, {
+          http: values.http,
+          host: values.host,
+          allowUnsandboxed: values['allow-unsandboxed'] === true,
+        });
       default:
         throw new UsageError(`unknown command "${command}"`);
     }
@@ -127,6 +133,7 @@ function parseCommandLine(argv: readonly string[]) {
       json: { type: 'boolean' },
       http: { type: 'string' },
       host: { type: 'string' },
+      'allow-unsandboxed': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -170,13 +177,28 @@ async function stubsCommand(options: CodecallOptions): Promise<number> {
   }
 }
 
-async function serveCommand(
-  options: CodecallOptions,
-  http: string | undefined,
-  host: string | undefined,
-): Promise<number> {
-  const { serveHttp, serveStdio } = await import('../mcp-server/index.js');
+/** Options of `codecall serve`. */
+interface ServeCommandOptions {
+  readonly http: string | undefined;
+  readonly host: string | undefined;
+  /** Serve even when `sandbox: "auto"` finds no usable bubblewrap and would run scripts without a sandbox. */
+  readonly allowUnsandboxed: boolean;
+}
+
+async function serveCommand(options: CodecallOptions, serve: ServeCommandOptions): Promise<number> {
+  const { http, host } = serve;
   const codecall = createCodecall(options);
+  // A server runs other people's code for long: losing the sandbox must be a decision, not a fallback.
+  if ((options.sandbox ?? 'auto') === 'auto' && !serve.allowUnsandboxed && (await codecall.isolation()) === 'none') {
+    await codecall.close();
+    process.stderr.write(
+      'codecall: serve refuses to run scripts without a sandbox: bubblewrap is not usable here (see the warning ' +
+        'above, or run codecall doctor). Install bubblewrap, or pass --allow-unsandboxed (or --sandbox none) to ' +
+        'serve without one.\n',
+    );
+    return EXIT_BAD_CONFIGURATION;
+  }
+  const { serveHttp, serveStdio } = await import('../mcp-server/index.js');
   const shutdown = new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

@@ -5,6 +5,8 @@ import { type CodecallOptions, createCodecall, DEFAULT_PYTHON } from '../engine/
 import { formatSeconds } from '../engine/failure-hints.js';
 import { describeSandboxProbe, probeSandbox } from '../sandbox/bubblewrap-probe.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
+import { describeRunUids } from '../sandbox/run-uids.js';
+import { unsandboxedWarning } from '../sandbox/select-runner.js';
 
 function describeLimits(limits: Limits): string {
   const mebibytes = (bytes: number) => `${Math.round(bytes / 1024 / 1024)} MiB`;
@@ -37,11 +39,24 @@ export async function runDoctor(options: CodecallOptions, output: Writable): Pro
     line('python', `NOT USABLE: ${(error as Error).message}`);
     healthy = false;
   }
-  for (const text of describeSandboxProbe(await probeSandbox())) line('sandbox', text);
+  const probe = await probeSandbox();
+  for (const text of describeSandboxProbe(probe)) line('sandbox', text);
+  try {
+    line('run uid', describeRunUids());
+  } catch (error) {
+    if (!(error instanceof CodecallError)) throw error;
+    line('run uid', `NOT USABLE: ${error.message}`);
+    healthy = false;
+  }
+  const mode = options.sandbox ?? 'auto';
   const codecall = createCodecall(options);
   try {
     try {
-      line('isolation', `${await codecall.isolation()} (sandbox: ${options.sandbox ?? 'auto'})`);
+      const isolation = await codecall.isolation();
+      line('isolation', `${isolation} (sandbox: ${mode})`);
+      if (mode === 'auto' && isolation === 'none') {
+        line('WARNING', unsandboxedWarning(probe.bubblewrap.reason ?? 'unknown reason'));
+      }
     } catch (error) {
       if (!(error instanceof CodecallError)) throw error;
       line('isolation', `NOT AVAILABLE: ${error.message}`);

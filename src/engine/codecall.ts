@@ -391,6 +391,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
         functions: generated.functions,
         limits,
         isolation: environment.runner.isolation,
+        isolationWarning: environment.runner.isolationWarning,
         network: options.network ?? false,
         failedSources,
       });

@@ -17,6 +17,7 @@ export interface ProcessOutcome {
   readonly toolCalls: number;
   readonly toolCallLimitReached: boolean;
   readonly isolation: ExecuteResult['isolation'];
+  readonly isolationWarning?: string | undefined;
 }
 
 /** Options of {@link buildResult}. */
@@ -119,6 +120,7 @@ export function buildResult(options: BuildResultOptions): ExecuteResult {
         }
       : {}),
     isolation: outcome.isolation,
+    ...(outcome.isolationWarning !== undefined ? { isolationWarning: outcome.isolationWarning } : {}),
     ...(outcome.reason !== undefined ? { reason: outcome.reason } : {}),
     ...(artifacts !== undefined && artifacts.length > 0 ? { artifacts } : {}),
     ...(options.stateLost ? { stateLost: true } : {}),

@@ -241,6 +241,7 @@ async function superviseProcess(
     toolCalls: server.toolCalls,
     toolCallLimitReached: server.limitReached,
     isolation: environment.runner.isolation,
+    isolationWarning: environment.runner.isolationWarning,
   };
 }
 

@@ -296,5 +296,6 @@ export async function cellOutcome(
     toolCalls: finished.toolCalls,
     toolCallLimitReached: finished.toolCallLimitReached,
     isolation: environment.runner.isolation,
+    isolationWarning: environment.runner.isolationWarning,
   };
 }
