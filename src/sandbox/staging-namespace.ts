@@ -168,7 +168,7 @@ export async function createStagingNamespace(
         new CodecallError(
           'SANDBOX_UNAVAILABLE',
           `cannot make the staging mount namespace for ${roots.map((root) => root.path).join(', ')} (${why.trim()}); ` +
-            'make these directories reachable by the sandbox user (uid 65534) or run codecall as a non-root user',
+            'make these directories reachable by other users or run codecall as a non-root user',
           { roots },
         ),
       );
