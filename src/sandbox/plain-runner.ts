@@ -1,5 +1,6 @@
 import { realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { hostWatchdog } from './host-watchdog.js';
 import { interpreterRoots } from './interpreter-roots.js';
 import {
   createReachableNamespace,
@@ -20,7 +21,8 @@ import { findNsenter, isInside } from './staging-namespace.js';
 
 /**
  * Variable telling the boot which process must be its parent: it sets `PR_SET_PDEATHSIG` (SIGKILL) and exits at once
- * when its parent is another one already (the host died before the boot ran).
+ * when its parent is another one already (the host died before the boot ran). Only hosts that are not root need it:
+ * as root the host watchdog kills everything of a dead host's run uids.
  */
 export const PARENT_PID_VARIABLE = 'CODECALL_PARENT_PID';
 /** Variable naming the directory the boot changes to first (a run entering a mount namespace starts at its root). */
@@ -43,9 +45,10 @@ export interface PlainRunnerOptions {
 
 /**
  * Isolation level `none`: the interpreter runs as a plain child process with an allowlisted environment, a private
- * working directory, resource limits and its own session, and dies with the host (`PR_SET_PDEATHSIG`). As root it
- * runs as an unprivileged uid of its own (see `run-uids.ts`), entering a mount namespace where the directories it needs
- * are reachable when some lie under a private parent. It is not a security boundary; use bubblewrap for that.
+ * working directory, resource limits and its own session. As root it runs as an unprivileged uid of its own (see
+ * `run-uids.ts`), entering a mount namespace where the directories it needs are reachable when some lie under a
+ * private parent; the host watchdog kills everything of that uid when the run ends or the host dies. Otherwise the
+ * interpreter dies with the host through `PR_SET_PDEATHSIG`. It is not a security boundary; use bubblewrap for that.
  */
 export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunner {
   const asRoot = runUidsAvailable();
@@ -101,19 +104,22 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
     isolation: 'none',
     isolationWarning: options.isolationWarning,
     async prepare(request: LaunchRequest): Promise<PreparedLaunch> {
-      const environment = { ...request.environment, [PARENT_PID_VARIABLE]: String(process.pid) };
       if (!asRoot) {
         return {
           plan: {
             command: request.interpreter.executable,
             args: request.pythonArguments,
-            environment,
+            environment: { ...request.environment, [PARENT_PID_VARIABLE]: String(process.pid) },
             cwd: request.workDir,
           },
         };
       }
+      const environment = request.environment;
       const lease = await runUidAllocator(options.runUids).claim();
+      const watchdog = hostWatchdog(request.interpreter.executable);
       try {
+        // Before anything runs as the uid: a host killed from here on still has it killed.
+        watchdog.hold(lease.uid);
         handDirectoryTo(request.workDir, lease, OWNERSHIP_WALK_DEPTH);
         const roots: ReachableRoot[] = [
           ...interpreterRoots(request.interpreter).map((path) => ({ path: realPath(path), writable: false })),
@@ -152,11 +158,15 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
           plan,
           containment: {
             // Everything still running as the run's uid goes (a daemon the script left), then the uid is free.
-            dispose: () => lease.release({ killRemaining: true }),
+            dispose: async () => {
+              const killed = await watchdog.release(lease.uid);
+              await lease.release({ killRemaining: !killed });
+            },
           },
         };
       } catch (error) {
-        await lease.release({ killRemaining: true });
+        const killed = await watchdog.release(lease.uid);
+        await lease.release({ killRemaining: !killed });
         throw error;
       }
     },

@@ -1,26 +1,37 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { RUN_UID_RANGE_VARIABLE, runUidAllocator } from '../../src/sandbox/run-uids.js';
 import { processAlive } from '../support/codecall-fixture.js';
 import { eventually } from './support/sandbox-fixture.js';
 
 /**
  * Isolation `none` and a host SIGKILLed mid-run (item 3 of issue 10): the interpreters of runs, sessions and the
- * warm pool die with it (PR_SET_PDEATHSIG), and one that undid that for itself dies when its uid is claimed again.
+ * warm pool die with it — as root through the host watchdog, which kills everything of the run uids a dead host held
+ * (a script that undid its parent-death signal and its daemons too), otherwise through PR_SET_PDEATHSIG.
  */
 
 const REPOSITORY = fileURLToPath(new URL('../../', import.meta.url));
 const HOST_PROCESS = join(REPOSITORY, 'test/fixtures/sandbox/unsandboxed-host-process.ts');
 const VITE_NODE = join(REPOSITORY, 'node_modules/.bin/vite-node');
-/** A range of this file's own, so the uid the dead host left is the first one a claim here meets. */
-const FIRST = 2_110_000_000 + (process.pid % 10_000) * 8;
 
 const scratch = mkdtempSync(join(tmpdir(), 'codecall-unsandboxed-host-'));
+chmodSync(scratch, 0o711);
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const asRoot = process.getuid?.() === 0;
+/** A host that is not root: `nobody`, with a home and state folder of its own (only root can start one). */
+const NOBODY = 65_534;
+
+/** Whether a process is a Python interpreter (the host's other children are its watchdog and its tools). */
+function isInterpreter(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('codecall_');
+  } catch {
+    return false;
+  }
+}
 
 /** Pids of the processes whose parent is `pid`. */
 function childrenOf(pid: number): number[] {
@@ -41,12 +52,13 @@ function childrenOf(pid: number): number[] {
 async function startHost(
   argumentsList: readonly string[],
   expected: readonly string[],
-  environment: NodeJS.ProcessEnv = process.env,
+  options: { readonly environment?: NodeJS.ProcessEnv | undefined; readonly uid?: number } = {},
 ): Promise<{ host: ChildProcess; pids: Map<string, number> }> {
   const host = spawn(VITE_NODE, [HOST_PROCESS, ...argumentsList], {
     cwd: REPOSITORY,
-    env: environment,
+    env: options.environment ?? process.env,
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...(options.uid !== undefined ? { uid: options.uid, gid: options.uid } : {}),
   });
   let stdout = '';
   let stderr = '';
@@ -68,47 +80,56 @@ async function startHost(
   return { host, pids };
 }
 
-describe.skipIf(process.platform !== 'linux')('a SIGKILLed host without a sandbox', () => {
-  it('leaves no interpreter alive: a run, a busy and an idle session, the pooled one', async () => {
-    const { host, pids } = await startHost([join(scratch, 'state')], ['run', 'busy-session', 'idle-session']);
-    try {
-      const hostPid = host.pid as number;
-      // The pool refills after the run took its interpreter: four interpreters are children of the host.
-      expect(await eventually(() => childrenOf(hostPid).length >= 4, 20_000)).toBe(true);
-      const interpreters = childrenOf(hostPid);
-      for (const pid of pids.values()) expect(interpreters).toContain(pid);
-      host.kill('SIGKILL');
-      for (const pid of interpreters) expect(await eventually(() => !processAlive(pid), 10_000)).toBe(true);
-    } finally {
-      host.kill('SIGKILL');
-    }
-  }, 90_000);
+/** Where a host running as `nobody` keeps its files, and the environment it starts with. */
+function nobodyHome(): NodeJS.ProcessEnv {
+  const home = join(scratch, 'nobody');
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  chownSync(home, NOBODY, NOBODY);
+  return { HOME: home, TMPDIR: home, PATH: '/usr/bin:/bin' };
+}
 
-  it.skipIf(process.getuid?.() !== 0)(
-    'kills an interpreter that cleared its own parent-death signal when its uid is claimed again',
-    async () => {
-      const range = `${FIRST}-${FIRST + 3}`;
-      const { host, pids } = await startHost([join(scratch, 'state-unkillable'), 'unkillable'], ['unkillable'], {
-        ...process.env,
-        [RUN_UID_RANGE_VARIABLE]: range,
-      });
-      const survivor = pids.get('unkillable') as number;
+describe.skipIf(process.platform !== 'linux')('a SIGKILLed host without a sandbox', () => {
+  it.each([
+    ['as root (the watchdog kills its run uids)', 'root'],
+    ['not root (PR_SET_PDEATHSIG)', 'nobody'],
+  ] as const)(
+    '%s leaves no interpreter alive: a run, a busy and an idle session, the pooled one',
+    async (_, user) => {
+      // Only root can start a host as nobody; a host that is not root tests the second case as itself.
+      if (user === 'root' && !asRoot) return;
+      const environment = user === 'nobody' && asRoot ? nobodyHome() : undefined;
+      const { host, pids } = await startHost(
+        [join(environment?.HOME ?? scratch, `state-${user}`)],
+        ['run', 'busy-session', 'idle-session'],
+        environment !== undefined ? { environment, uid: NOBODY } : {},
+      );
       try {
+        const hostPid = host.pid as number;
+        // The pool refills after the run took its interpreter: four interpreters are children of the host.
+        expect(await eventually(() => childrenOf(hostPid).filter(isInterpreter).length >= 4, 20_000)).toBe(true);
+        const interpreters = childrenOf(hostPid).filter(isInterpreter);
+        for (const pid of pids.values()) expect(interpreters).toContain(pid);
         host.kill('SIGKILL');
-        await new Promise((resolve) => host.once('exit', resolve));
-        // What a hostile script can do for itself: it outlives the host, as an unprivileged uid of its own...
-        await new Promise((resolve) => setTimeout(resolve, 500));
-        expect(processAlive(survivor)).toBe(true);
-        const status = readFileSync(`/proc/${survivor}/status`, 'utf8');
-        expect(/^Uid:\s+(\d+)/m.exec(status)?.[1]).toBe(String(FIRST));
-        // ...until the next host claims that uid: the dead host's lock is taken over and its processes killed.
-        const lease = await runUidAllocator({ range: { first: FIRST, count: 4 } }).claim();
-        expect(lease.uid).toBe(FIRST);
-        expect(await eventually(() => !processAlive(survivor))).toBe(true);
-        await lease.release();
+        for (const pid of interpreters) expect(await eventually(() => !processAlive(pid), 10_000)).toBe(true);
       } finally {
         host.kill('SIGKILL');
-        if (processAlive(survivor)) process.kill(survivor, 'SIGKILL');
+      }
+    },
+    90_000,
+  );
+
+  it.skipIf(!asRoot)(
+    'as root, also kills a script that cleared its parent-death signal and the setsid daemon it left',
+    async () => {
+      const { host, pids } = await startHost([join(scratch, 'state-hostile'), 'hostile'], ['hostile', 'daemon']);
+      const survivors = [pids.get('hostile') as number, pids.get('daemon') as number];
+      try {
+        for (const pid of survivors) expect(processAlive(pid)).toBe(true);
+        host.kill('SIGKILL');
+        for (const pid of survivors) expect(await eventually(() => !processAlive(pid), 10_000)).toBe(true);
+      } finally {
+        host.kill('SIGKILL');
+        for (const pid of survivors) if (processAlive(pid)) process.kill(pid, 'SIGKILL');
       }
     },
     90_000,
