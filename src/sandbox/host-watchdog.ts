@@ -124,9 +124,29 @@ export class HostWatchdog {
 }
 
 let watchdog: HostWatchdog | undefined;
+/** Uids runs of this host hold now, told again to a watchdog started after the previous one died. */
+const heldUids = new Set<number>();
 
-/** The watchdog of this process, started on first use (and again if it died). */
-export function hostWatchdog(pythonExecutable: string): HostWatchdog {
-  if (watchdog === undefined || !watchdog.running) watchdog = new HostWatchdog(pythonExecutable);
+/** The watchdog of this process, started on first use, and again (told every held uid) if it died. */
+function currentWatchdog(pythonExecutable: string): HostWatchdog {
+  if (watchdog === undefined || !watchdog.running) {
+    watchdog = new HostWatchdog(pythonExecutable);
+    for (const uid of heldUids) watchdog.hold(uid);
+  }
   return watchdog;
+}
+
+/** Has the watchdog of this process kill everything of `uid` if the host dies; call before anything runs as it. */
+export function holdRunUid(pythonExecutable: string, uid: number): void {
+  heldUids.add(uid);
+  currentWatchdog(pythonExecutable).hold(uid);
+}
+
+/**
+ * Kills every process of `uid` through the watchdog and stops watching it; resolves false when the watchdog could not
+ * do it (the caller kills another way).
+ */
+export async function releaseRunUid(pythonExecutable: string, uid: number): Promise<boolean> {
+  heldUids.delete(uid);
+  return currentWatchdog(pythonExecutable).release(uid);
 }

@@ -1,6 +1,6 @@
 import { realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { hostWatchdog } from './host-watchdog.js';
+import { holdRunUid, releaseRunUid } from './host-watchdog.js';
 import { interpreterRoots } from './interpreter-roots.js';
 import {
   createReachableNamespace,
@@ -116,10 +116,10 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
       }
       const environment = request.environment;
       const lease = await runUidAllocator(options.runUids).claim();
-      const watchdog = hostWatchdog(request.interpreter.executable);
+      const python = request.interpreter.executable;
       try {
         // Before anything runs as the uid: a host killed from here on still has it killed.
-        watchdog.hold(lease.uid);
+        holdRunUid(python, lease.uid);
         handDirectoryTo(request.workDir, lease, OWNERSHIP_WALK_DEPTH);
         const roots: ReachableRoot[] = [
           ...interpreterRoots(request.interpreter).map((path) => ({ path: realPath(path), writable: false })),
@@ -159,13 +159,13 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
           containment: {
             // Everything still running as the run's uid goes (a daemon the script left), then the uid is free.
             dispose: async () => {
-              const killed = await watchdog.release(lease.uid);
+              const killed = await releaseRunUid(python, lease.uid);
               await lease.release({ killRemaining: !killed });
             },
           },
         };
       } catch (error) {
-        const killed = await watchdog.release(lease.uid);
+        const killed = await releaseRunUid(python, lease.uid);
         await lease.release({ killRemaining: !killed });
         throw error;
       }

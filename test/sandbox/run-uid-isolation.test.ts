@@ -5,8 +5,14 @@ import type { CodecallOptions } from '../../src/engine/codecall.js';
 import { runUidAllocator } from '../../src/sandbox/run-uids.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import type { Tool } from '../../src/tools/types.js';
-import { useCodecalls } from '../support/codecall-fixture.js';
-import { bubblewrapUsable, isRunUid, lastJson, processesInPidNamespace } from './support/sandbox-fixture.js';
+import { processAlive, useCodecalls } from '../support/codecall-fixture.js';
+import {
+  bubblewrapUsable,
+  eventually,
+  isRunUid,
+  lastJson,
+  processesInPidNamespace,
+} from './support/sandbox-fixture.js';
 
 /**
  * One uid per run (item 4 of issue 10), tried with real processes: a host process of the uid every sandbox shared
@@ -242,4 +248,29 @@ describe.each([
       for (const uid of uids) expect(runUidAllocator().heldUids).not.toContain(uid);
     },
   );
+});
+
+describe.skipIf(!asRoot)('a run without a sandbox is fully dead before its uid is given again', () => {
+  it('its setsid, double-forked daemon is killed when the run ends', async () => {
+    const codecall = codecallWith({ sandbox: 'none' });
+    const result = await codecall.execute(
+      [
+        'import os, time',
+        'reader, writer = os.pipe()',
+        'if os.fork() == 0:',
+        '    os.setsid()',
+        '    if os.fork() == 0:',
+        '        os.write(writer, b"%d" % os.getpid())',
+        '        while True:',
+        '            time.sleep(0.1)',
+        '    os._exit(0)',
+        'print(os.read(reader, 32).decode(), os.getuid())',
+      ].join('\n'),
+    );
+    expect(result.status).toBe('success');
+    const [daemon, uid] = result.stdout.trim().split(' ').map(Number) as [number, number];
+    expect(isRunUid(uid)).toBe(true);
+    expect(await eventually(() => !processAlive(daemon))).toBe(true);
+    expect(await eventually(() => !runUidAllocator().heldUids.includes(uid))).toBe(true);
+  });
 });
