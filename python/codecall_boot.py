@@ -65,7 +65,8 @@ _SIGKILL = 9
 
 
 def _tie_to_host():
-    """Isolation `none`: dies with the host, as a sandbox dies with its pid namespace.
+    """Isolation `none` on a host that is not root: dies with the host, as a sandbox dies with its pid namespace (a
+    root host has no need: its watchdog kills everything of a run's own uid).
 
     The host names itself in CODECALL_PARENT_PID. The kernel sends SIGKILL when the parent goes (PR_SET_PDEATHSIG,
     through `_ctypes` without the `ctypes` package, which would cost milliseconds of imports); a parent other than the

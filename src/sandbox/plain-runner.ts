@@ -58,6 +58,11 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
         readonly value: Promise<ReachableNamespace>;
       }
     | undefined;
+  let nsenter: string | undefined;
+  const nsenterPath = (): string => {
+    nsenter ??= findNsenter();
+    return nsenter;
+  };
   const realPaths = new Map<string, string>();
   const realPath = (path: string): string => {
     let real = realPaths.get(path);
@@ -138,7 +143,7 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
                 gid: lease.gid,
               }
             : {
-                command: findNsenter(),
+                command: nsenterPath(),
                 args: [
                   `--mount=/proc/self/fd/${FIRST_INHERITED_DESCRIPTOR}`,
                   '-S',

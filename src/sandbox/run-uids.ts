@@ -73,7 +73,8 @@ export interface RunUidLease {
 }
 
 /**
- * Parses `FIRST-LAST` (inclusive), as in {@link RUN_UID_RANGE_VARIABLE}.
+ * Parses `FIRST-LAST` (inclusive), as in {@link RUN_UID_RANGE_VARIABLE}, and checks its bounds (the accounts it may
+ * hold are checked by {@link checkRunUidRange}, once, when an allocator is made for it).
  * @throws CodecallError `INVALID_CONFIG` naming the bad text.
  */
 export function parseRunUidRange(text: string): RunUidRange {
@@ -86,16 +87,15 @@ export function parseRunUidRange(text: string): RunUidRange {
     );
   }
   const first = Number(match[1]);
-  return checkRunUidRange({ first, count: Number(match[2]) - first + 1 });
+  return checkRunUidBounds({ first, count: Number(match[2]) - first + 1 });
 }
 
 /**
- * Checks a range: whole numbers, at least one uid, above 0 and at most {@link MAX_RUN_UID}, without `nobody`, and no
- * account or group of the local `/etc/passwd` and `/etc/group` inside (their processes would share the uid; the
- * check cannot see accounts of a directory service: choose a range nobody uses).
+ * Checks the bounds of a range: whole numbers, at least one uid, above 0 and at most {@link MAX_RUN_UID}, without
+ * root or `nobody`.
  * @throws CodecallError `INVALID_CONFIG` naming the range and what is wrong.
  */
-export function checkRunUidRange(range: RunUidRange): RunUidRange {
+export function checkRunUidBounds(range: RunUidRange): RunUidRange {
   const { first, count } = range;
   const last = first + count - 1;
   const describe = `run uid range ${first}–${last}`;
@@ -113,6 +113,18 @@ export function checkRunUidRange(range: RunUidRange): RunUidRange {
       count,
     });
   }
+  return { first, count };
+}
+
+/**
+ * Checks a range: its bounds ({@link checkRunUidBounds}), and no account or group of the local `/etc/passwd` and `/etc/group` inside (their processes would share the uid; the
+ * check cannot see accounts of a directory service: choose a range nobody uses).
+ * @throws CodecallError `INVALID_CONFIG` naming the range and what is wrong.
+ */
+export function checkRunUidRange(range: RunUidRange): RunUidRange {
+  const { first, count } = checkRunUidBounds(range);
+  const last = first + count - 1;
+  const describe = `run uid range ${first}–${last}`;
   for (const file of ['/etc/passwd', '/etc/group']) {
     const taken = localIds(file).find((entry) => entry.id >= first && entry.id <= last);
     if (taken !== undefined) {
@@ -181,12 +193,13 @@ export function runUidAllocator(options: RunUidOptions = {}): RunUidAllocator {
   if (!runUidsAvailable()) {
     throw new CodecallError('SANDBOX_UNAVAILABLE', 'a uid per run needs a host running as root', {});
   }
-  const range = checkRunUidRange(options.range ?? configuredRunUidRange());
+  const range = options.range ?? configuredRunUidRange();
   const lockDirectory = options.lockDirectory ?? defaultRunUidLockDirectory();
   const key = `${range.first}:${range.count}:${lockDirectory}`;
   let allocator = allocators.get(key);
   if (allocator === undefined) {
-    allocator = new RunUidAllocator(range, lockDirectory);
+    // Checked once per process: the check reads the account files, and runs claim uids often.
+    allocator = new RunUidAllocator(checkRunUidRange(range), lockDirectory);
     allocators.set(key, allocator);
   }
   return allocator;

@@ -88,7 +88,9 @@ describe('run uid ranges', () => {
   it('refuses a range holding nobody or an account or group of this machine', () => {
     expect(configError(() => checkRunUidRange({ first: 65_000, count: 1_000 })).message).toContain('65534');
     // uid 1 is `daemon` on every Debian and Red Hat system; root's group 0 is in every /etc/group.
-    expect(configError(() => parseRunUidRange('1-100')).message).toMatch(/includes "\w+" \(id \d+\) of \/etc\//);
+    expect(configError(() => checkRunUidRange(parseRunUidRange('1-100'))).message).toMatch(
+      /includes "\w+" \(id \d+\) of \/etc\//,
+    );
   });
 
   it('tells codecall doctor the scheme', () => {
