@@ -29,6 +29,8 @@ class BootVariable:
     MAX_FRAME_BYTES = "CODECALL_MAX_FRAME_BYTES"
     OUTPUT_NONCE = "CODECALL_OUTPUT_NONCE"
     RESOURCE_LIMITS = "CODECALL_RLIMITS"
+    PARENT_PID = "CODECALL_PARENT_PID"
+    WORK_DIRECTORY = "CODECALL_WORK_DIR"
 
 
 class ChannelErrorCode:
@@ -116,6 +118,53 @@ def write_marker(descriptor, marker):
         return True
     except OSError:
         return False
+
+
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = 9
+
+
+def tie_to_host():
+    """Isolation `none` on a host that is not root: dies with the host, as a sandbox dies with its pid namespace (a
+    root host has no need: its watchdog kills everything of a run's own uid).
+
+    The host names itself in CODECALL_PARENT_PID. The kernel sends SIGKILL when the parent goes (PR_SET_PDEATHSIG,
+    through `_ctypes` without the `ctypes` package, which would cost milliseconds of imports); a parent other than the
+    host means it died before that, and the process ends at once.
+    """
+    name = BootVariable.PARENT_PID.encode()
+    value = posix.environ.pop(name, None)
+    if value is None:
+        return
+    posix.unsetenv(name)
+    try:
+        import _ctypes
+
+        class _Int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class _Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL
+            _restype_ = _Int
+
+        class _Process:
+            _handle = _ctypes.dlopen(None, 0)
+
+        _Function(("prctl", _Process))(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+    except Exception:
+        pass
+    if posix.getppid() != int(value):
+        posix._exit(1)
+
+
+def enter_work_directory():
+    """Isolation `none` through a mount namespace: `nsenter` leaves the process at the namespace's root, and a
+    directory opened before it entered would have no path inside, so the run directory comes as CODECALL_WORK_DIR."""
+    name = BootVariable.WORK_DIRECTORY.encode()
+    value = posix.environ.pop(name, None)
+    if value is not None:
+        posix.unsetenv(name)
+        posix.chdir(value)
 
 
 def prepare_channel():
@@ -380,6 +429,8 @@ def _script_path():
 
 def main():
     """Prepares the process and runs the script named by the first argument; exits with its status."""
+    enter_work_directory()
+    tie_to_host()
     prepare_channel()
     apply_limits()
     install_builtins()
@@ -389,6 +440,8 @@ def main():
 def main_pooled():
     """A warm-pool interpreter: prepares the process like `main()`, says `$ready`, waits for `$run`, then writes
     the script it carries to the path named by the first argument and runs it exactly like `main()`."""
+    enter_work_directory()
+    tie_to_host()
     prepare_channel()
     apply_limits()
     install_builtins()

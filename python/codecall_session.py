@@ -132,6 +132,8 @@ def main():
     """
     import _signal
 
+    _boot.enter_work_directory()
+    _boot.tie_to_host()
     _boot.prepare_channel()
     # CPU time is limited per cell (see _cell_cpu_limit); the other limits hold for the whole session.
     _boot.apply_limits(skip=("cpu",))

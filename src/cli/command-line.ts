@@ -38,6 +38,8 @@ options:
   --host ADDRESS        serve: address to listen on with --http PORT (default 127.0.0.1)
   --token-file FILE     serve: the bearer token, from a file only this user can read (or set ${HTTP_TOKEN_ENVIRONMENT_VARIABLE})
   --allow-host NAME     serve: a further name accepted in Host and Origin (e.g. a proxy's); repeatable
+  --allow-unsandboxed   serve: run scripts without a sandbox when bubblewrap is not usable (sandbox "auto");
+                        without it serve refuses to start there
   -h, --help            show this help
 `;
 
@@ -102,6 +104,8 @@ interface ServeCommandOptions {
   readonly host: string | undefined;
   readonly tokenFile: string | undefined;
   readonly allowedHosts: readonly string[] | undefined;
+  /** Serve even when `sandbox: "auto"` finds no usable bubblewrap and would run scripts without a sandbox. */
+  readonly allowUnsandboxed: boolean;
 }
 
 /**
@@ -165,6 +169,7 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
           host: values.host,
           tokenFile: values['token-file'],
           allowedHosts: values['allow-host'],
+          allowUnsandboxed: values['allow-unsandboxed'] === true,
         });
       default:
         throw new UsageError(`unknown command "${command}"`);
@@ -194,6 +199,7 @@ function parseCommandLine(argv: readonly string[]) {
       host: { type: 'string' },
       'token-file': { type: 'string' },
       'allow-host': { type: 'string', multiple: true },
+      'allow-unsandboxed': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -258,8 +264,18 @@ async function serveCommand(
     address === undefined ? undefined : await readHttpToken({ tokenFile: serve.tokenFile, environment: process.env });
   // Read once: nothing started later needs it in its environment.
   delete process.env[HTTP_TOKEN_ENVIRONMENT_VARIABLE];
-  const { serveHttp, serveStdio } = await import('../mcp-server/index.js');
   const codecall = createCodecall(options);
+  // A server runs other people's code for long: losing the sandbox must be a decision, not a fallback.
+  if ((options.sandbox ?? 'auto') === 'auto' && !serve.allowUnsandboxed && (await codecall.isolation()) === 'none') {
+    await codecall.close();
+    streams.stderr.write(
+      'codecall: serve refuses to run scripts without a sandbox: bubblewrap is not usable here (see the warning ' +
+        'above, or run codecall doctor). Install bubblewrap, or pass --allow-unsandboxed (or --sandbox none) to ' +
+        'serve without one.\n',
+    );
+    return EXIT_BAD_CONFIGURATION;
+  }
+  const { serveHttp, serveStdio } = await import('../mcp-server/index.js');
   let stopServing = (): void => {};
   const shutdown = new Promise<void>((resolve) => {
     stopServing = resolve;

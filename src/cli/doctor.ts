@@ -27,6 +27,9 @@ function describeHttpAuthentication(setting: HttpTokenSetting): string {
   return `authentication: bearer token on every request, ${token}; Host and Origin checked on loopback; --http unix:PATH for a socket only this user can open`;
 }
 
+import { describeRunUids } from '../sandbox/run-uids.js';
+import { unsandboxedWarning } from '../sandbox/select-runner.js';
+
 function describeLimits(limits: Limits): string {
   return [
     `timeout ${formatSeconds(limits.timeoutMs)}`,
@@ -88,11 +91,24 @@ export async function runDoctor(
     line('python', `NOT USABLE: ${(error as Error).message}`);
     healthy = false;
   }
-  for (const text of describeSandboxProbe(await probeSandbox())) line('sandbox', text);
+  const probe = await probeSandbox();
+  for (const text of describeSandboxProbe(probe)) line('sandbox', text);
+  try {
+    line('run uid', describeRunUids());
+  } catch (error) {
+    if (!(error instanceof CodecallError)) throw error;
+    line('run uid', `NOT USABLE: ${error.message}`);
+    healthy = false;
+  }
+  const mode = options.sandbox ?? 'auto';
   const codecall = createCodecall(options);
   try {
     try {
-      line('isolation', `${await codecall.isolation()} (sandbox: ${options.sandbox ?? 'auto'})`);
+      const isolation = await codecall.isolation();
+      line('isolation', `${isolation} (sandbox: ${mode})`);
+      if (mode === 'auto' && isolation === 'none') {
+        line('WARNING', unsandboxedWarning(probe.bubblewrap.reason ?? 'unknown reason'));
+      }
     } catch (error) {
       if (!(error instanceof CodecallError)) throw error;
       line('isolation', `NOT AVAILABLE: ${error.message}`);

@@ -54,6 +54,8 @@ export interface DescribeExecuteCodeToolOptions {
   readonly limits: Limits;
   /** Isolation the runs get; `auto` when it is not known yet. Without it, isolation is not mentioned. */
   readonly isolation?: 'none' | 'bubblewrap' | 'auto' | undefined;
+  /** Set when the runs have less isolation than was asked for (no sandbox): the model is told so. */
+  readonly isolationWarning?: string | undefined;
   /** Whether runs may use the network; stated when `isolation` is `bubblewrap` (no other level can take it away). */
   readonly network?: boolean | undefined;
   /** Tool sources that could not be loaded, with their error, so the model knows what is missing and why. */
@@ -118,6 +120,11 @@ function describeLimits(limits: Limits): string {
 
 const SANDBOX_NOTE = 'reach files and services outside it through the tools.';
 
+/** What the model is told when no sandbox could be had: it should not count on one. */
+export const UNSANDBOXED_NOTE =
+  'Warning: no sandbox is available here. The script runs as a plain process on the host, not isolated from it: ' +
+  'reach files and services through the tools, and do not run anything you would not run on the host itself.';
+
 function describeIsolation(
   isolation: DescribeExecuteCodeToolOptions['isolation'],
   network: boolean | undefined,
@@ -152,6 +159,7 @@ export function describeExecuteCodeTool(options: DescribeExecuteCodeToolOptions)
   const sections = [overview, describeFunctions(moduleName, functions, maxListed, notes), describeLimits(limits)];
   const isolationNote = describeIsolation(options.isolation, options.network);
   if (isolationNote !== '') sections.push(isolationNote);
+  if (options.isolationWarning !== undefined) sections.push(UNSANDBOXED_NOTE);
   const failed = options.failedSources ?? [];
   if (failed.length > 0) {
     const lines = failed.map(

@@ -21,4 +21,11 @@ export const BootVariable = {
   outputNonce: 'CODECALL_OUTPUT_NONCE',
   /** The run's rlimits: `as=N,nproc=N,fsize=N,nofile=N,cpu=N,core=0`. */
   resourceLimits: 'CODECALL_RLIMITS',
+  /**
+   * Isolation `none` on a host that is not root: the pid that must be the boot's parent. It sets `PR_SET_PDEATHSIG`
+   * (SIGKILL) and exits at once when its parent is another one already (the host died before the boot ran).
+   */
+  parentPid: 'CODECALL_PARENT_PID',
+  /** The directory the boot changes to first (a run entering a mount namespace starts at its root). */
+  workDirectory: 'CODECALL_WORK_DIR',
 } as const;

@@ -47,6 +47,11 @@ export interface ExecuteResult {
   readonly stdoutTruncated?: StdoutTruncation | undefined;
   /** Isolation the run actually had. */
   readonly isolation: IsolationLevel;
+  /**
+   * Set when the run had less isolation than was asked for: `sandbox: "auto"` found bubblewrap unusable and ran the
+   * script without a sandbox. Says why and what the script could reach.
+   */
+  readonly isolationWarning?: string | undefined;
   /** Which limit stopped the run, from codecall's own bookkeeping. */
   readonly reason?: LimitReason | undefined;
   readonly artifacts?: readonly Artifact[] | undefined;

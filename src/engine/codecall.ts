@@ -126,6 +126,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
         submodules: generated.submodules,
         limits,
         isolation: environment.runner.isolation,
+        isolationWarning: environment.runner.isolationWarning,
         network,
         failedSources,
       });

@@ -30,7 +30,10 @@ export interface SandboxProbe {
   readonly cgroups: CgroupSupport;
   /** Whether the seccomp filter is applied. */
   readonly seccomp: boolean;
-  /** The user scripts run as. */
+  /**
+   * The user the trial sandbox ran as: the host's own, or `nobody` when the host is root (runs then get a uid of
+   * their own, see `run-uids.ts`).
+   */
   readonly sandboxUser: SandboxUser;
 }
 
@@ -236,7 +239,7 @@ export function describeSandboxProbe(probe: SandboxProbe): string[] {
   const { bubblewrap, cgroups } = probe;
   lines.push(
     bubblewrap.available
-      ? `bubblewrap: active (${bubblewrap.version} at ${bubblewrap.path}; scripts run as uid ${probe.sandboxUser.uid})`
+      ? `bubblewrap: active (${bubblewrap.version} at ${bubblewrap.path})`
       : `bubblewrap: unavailable (${bubblewrap.reason})`,
   );
   lines.push(`user namespaces: ${probe.userNamespaces ? 'yes' : 'no'}`);

@@ -1,5 +1,5 @@
-import { closeSync, lchownSync, openSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { closeSync, openSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { CodecallError } from '../core/errors.js';
 import { BootVariable, FIRST_INHERITED_FILE_DESCRIPTOR } from '../core/launch-layout.js';
@@ -14,11 +14,17 @@ import {
   type SandboxUser,
   scratchArguments,
   systemDirectoryArguments,
-  systemRoots,
 } from './bubblewrap-arguments.js';
 import { probeSandbox, type SandboxProbe, type SandboxProbeOptions } from './bubblewrap-probe.js';
 import { createRunCgroups, type RunCgroups, warmUpCgroupMigration } from './cgroups.js';
-import type { PythonInterpreter } from './interpreter.js';
+import { interpreterRoots, outermost } from './interpreter-roots.js';
+import {
+  configuredRunUidRange,
+  handDirectoryTo,
+  type RunUidLease,
+  type RunUidOptions,
+  runUidAllocator,
+} from './run-uids.js';
 import type { LaunchPlan, LaunchRequest, PreparedLaunch, RunContainment, SandboxRunner } from './runner.js';
 import { chooseSandboxFilesDirectory, writeContentAddressedFile } from './sandbox-files.js';
 import { openSeccompProgram } from './seccomp.js';
@@ -67,6 +73,8 @@ export interface BubblewrapRunnerOptions extends SandboxProbeOptions {
    * itself in before it starts bwrap) or `host` (the default on v2: the host moves bwrap's first sandbox process).
    */
   readonly cgroupJoin?: 'launcher' | 'host' | undefined;
+  /** The range and lock folder of the per-run uids used when the host is root. */
+  readonly runUids?: RunUidOptions | undefined;
 }
 
 /** One bind mount: `source` on the host (what bwrap opens), `destination` inside the sandbox. */
@@ -95,8 +103,8 @@ export async function createBubblewrapRunner(options: BubblewrapRunnerOptions = 
 
 /**
  * Isolation level `bubblewrap`: the interpreter runs in a bwrap sandbox started with an empty environment, in new
- * user, pid, network, ipc, uts and cgroup namespaces, without capabilities, as an unprivileged user (65534 when the
- * host is root), under a seccomp filter, seeing read-only /usr, its interpreter, the runtime and a minimal /etc,
+ * user, pid, network, ipc, uts and cgroup namespaces, without capabilities, as an unprivileged user (a uid of its own
+ * when the host is root, see `run-uids.ts`), under a seccomp filter, seeing read-only /usr, its interpreter, the runtime and a minimal /etc,
  * with only its run directory and sized tmpfs writable, inside per-run cgroups where the host allows them.
  */
 export class BubblewrapRunner implements SandboxRunner {
@@ -104,20 +112,24 @@ export class BubblewrapRunner implements SandboxRunner {
   /** What the probe found (bwrap version, cgroups, seccomp). */
   readonly probe: SandboxProbe;
   private readonly bubblewrapPath: string;
+  /**
+   * Whom reachability is checked for: the host's own user, or as root the first uid of the run range (every uid of
+   * it reaches the same paths: none owns anything outside its run directory).
+   */
   private readonly user: SandboxUser;
+  private readonly runUids: RunUidOptions | undefined;
   private readonly filesDirectory: string;
   private readonly useCgroups: boolean;
   private readonly extraReadOnlyPaths: readonly string[];
   private readonly cgroupJoin: 'launcher' | 'host' | undefined;
   private readonly fixedArguments = new Map<boolean, readonly string[]>();
-  private readonly interpreterPaths = new Map<string, readonly string[]>();
   private readonly realPaths = new Map<string, string>();
   private readonly reachable = new Map<string, boolean>();
   private staging:
     | { readonly roots: readonly StagingRoot[]; readonly namespace: Promise<StagingNamespace> }
     | undefined;
   private devNull: number | undefined;
-  private accounts: { readonly passwd: string; readonly group: string } | undefined;
+  private readonly accounts = new Map<number, { readonly passwd: string; readonly group: string }>();
 
   /** Use {@link createBubblewrapRunner}, which probes first. */
   constructor(probe: SandboxProbe, options: BubblewrapRunnerOptions = {}) {
@@ -126,7 +138,9 @@ export class BubblewrapRunner implements SandboxRunner {
     }
     this.probe = probe;
     this.bubblewrapPath = probe.bubblewrap.path;
-    this.user = probe.sandboxUser;
+    this.runUids = options.runUids;
+    const first = hostIsRoot() ? (options.runUids?.range ?? configuredRunUidRange()).first : undefined;
+    this.user = first !== undefined ? { uid: first, gid: first } : probe.sandboxUser;
     this.filesDirectory = chooseSandboxFilesDirectory(
       options.filesDirectory,
       (directory) => !hostIsRoot() || isReachableBy(directory, this.user.uid, this.user.gid),
@@ -145,13 +159,18 @@ export class BubblewrapRunner implements SandboxRunner {
     const { limits } = request;
     // cgroup v1: the launch joins the run itself, cheaply, before it starts bwrap (see RunCgroups.selfJoinFiles).
     const launcherJoins = this.cgroupJoin !== 'host' && this.probe.cgroups.version === 1;
-    const cgroups = this.useCgroups ? this.createCgroups(request, launcherJoins) : undefined;
-    const selfJoinFiles = launcherJoins ? cgroups?.selfJoinFiles : undefined;
-    const viaControlChannel = cgroups !== undefined && selfJoinFiles === undefined;
-    const warmUp = viaControlChannel ? warmUpCgroupMigration() : undefined;
+    let cgroups: RunCgroups | undefined;
     let seccomp: number | undefined;
+    let lease: RunUidLease | undefined;
     try {
-      if (hostIsRoot()) handToSandboxUser(request.workDir, this.user, OWNERSHIP_WALK_DEPTH);
+      // As root, a uid of the run's own: no other process on the machine may reach its processes or its channel.
+      lease = hostIsRoot() ? await runUidAllocator(this.runUids).claim() : undefined;
+      const user: SandboxUser = lease ?? this.user;
+      if (lease !== undefined) handDirectoryTo(request.workDir, lease, OWNERSHIP_WALK_DEPTH);
+      cgroups = this.useCgroups ? this.createCgroups(request, launcherJoins, user) : undefined;
+      const selfJoinFiles = launcherJoins ? cgroups?.selfJoinFiles : undefined;
+      const viaControlChannel = cgroups !== undefined && selfJoinFiles === undefined;
+      const warmUp = viaControlChannel ? warmUpCgroupMigration() : undefined;
       const mounts = this.mountsFor(request);
       const staging = await this.stagingFor(mounts);
       seccomp = this.probe.seccomp ? openSeccompProgram(this.filesDirectory) : undefined;
@@ -170,7 +189,7 @@ export class BubblewrapRunner implements SandboxRunner {
       if (cgroups !== undefined && rlimits !== undefined) {
         environment[BootVariable.resourceLimits] = cgroupAwareRlimits(rlimits, cgroups, limits.cpuSeconds);
       }
-      const accounts = this.accountFiles();
+      const accounts = this.accountFiles(user);
       const bubblewrapArguments = [
         ...this.fixedArgumentsFor(request.network),
         '--ro-bind',
@@ -208,7 +227,7 @@ export class BubblewrapRunner implements SandboxRunner {
           ? [
               findNsenter(),
               `--mount=/proc/self/fd/${stagingPosition}`,
-              ...(hostIsRoot() ? ['-S', String(this.user.uid), '-G', String(this.user.gid)] : []),
+              ...(hostIsRoot() ? ['-S', String(user.uid), '-G', String(user.gid)] : []),
               '--',
             ]
           : []),
@@ -223,14 +242,15 @@ export class BubblewrapRunner implements SandboxRunner {
         cwd: '/',
         inheritedFileDescriptors: descriptors,
         controlChannel: viaControlChannel,
-        ...(hostIsRoot() && staging === undefined ? { uid: this.user.uid, gid: this.user.gid } : {}),
+        ...(hostIsRoot() && staging === undefined ? { uid: user.uid, gid: user.gid } : {}),
       };
       return {
         plan,
         containment: new BubblewrapContainment({
           cgroups,
           seccomp,
-          user: this.user,
+          user,
+          lease,
           warmUp,
           mode:
             cgroups === undefined ? 'none' : selfJoinFiles !== undefined ? 'self-join' : holdSandbox ? 'held' : 'gated',
@@ -239,17 +259,22 @@ export class BubblewrapRunner implements SandboxRunner {
     } catch (error) {
       if (seccomp !== undefined) closeQuietly(seccomp);
       await cgroups?.dispose();
+      await lease?.release();
       throw error;
     }
   }
 
-  /** The sandbox's /etc/passwd and /etc/group, written once into the sandbox files directory. */
-  private accountFiles(): { readonly passwd: string; readonly group: string } {
-    this.accounts ??= {
-      passwd: writeContentAddressedFile(this.filesDirectory, 'passwd', passwdContent(this.user)),
-      group: writeContentAddressedFile(this.filesDirectory, 'group', groupContent(this.user)),
-    };
-    return this.accounts;
+  /** The sandbox's /etc/passwd and /etc/group for a user, written once per uid into the sandbox files directory. */
+  private accountFiles(user: SandboxUser): { readonly passwd: string; readonly group: string } {
+    let files = this.accounts.get(user.uid);
+    if (files === undefined) {
+      files = {
+        passwd: writeContentAddressedFile(this.filesDirectory, 'passwd', passwdContent(user)),
+        group: writeContentAddressedFile(this.filesDirectory, 'group', groupContent(user)),
+      };
+      this.accounts.set(user.uid, files);
+    }
+    return files;
   }
 
   /** A descriptor of /dev/null held for the runner's life, handed to every run (its offset means nothing). */
@@ -258,7 +283,7 @@ export class BubblewrapRunner implements SandboxRunner {
     return this.devNull;
   }
 
-  private createCgroups(request: LaunchRequest, launcherJoins: boolean): RunCgroups | undefined {
+  private createCgroups(request: LaunchRequest, launcherJoins: boolean, user: SandboxUser): RunCgroups | undefined {
     try {
       return createRunCgroups(
         request.runId,
@@ -268,7 +293,7 @@ export class BubblewrapRunner implements SandboxRunner {
           cpuSeconds: request.limits.cpuSeconds,
         },
         // The launcher runs as the sandbox user: it may write itself into the run's `tasks` files.
-        launcherJoins && hostIsRoot() ? { selfJoinUser: this.user } : {},
+        launcherJoins && hostIsRoot() ? { selfJoinUser: user } : {},
       );
     } catch (cause) {
       throw new CodecallError(
@@ -299,29 +324,13 @@ export class BubblewrapRunner implements SandboxRunner {
     return real;
   }
 
-  /** Directories of the interpreter not already inside the system directories, outermost only. */
-  private interpreterRoots(interpreter: PythonInterpreter): readonly string[] {
-    let roots = this.interpreterPaths.get(interpreter.executable);
-    if (roots === undefined) {
-      const candidates = [
-        interpreter.executable,
-        interpreter.basePrefix,
-        ...interpreter.stdlibPaths,
-        ...interpreter.sitePaths,
-      ];
-      roots = outermost(candidates.filter((path) => !systemRoots().some((root) => isInside(path, root))));
-      this.interpreterPaths.set(interpreter.executable, roots);
-    }
-    return roots;
-  }
-
   /**
    * Everything bound into the sandbox: the interpreter and the read-only paths, then the run directory (the one
    * writable). A read-only path holding the run directory is left out: it would show the other runs.
    */
   private mountsFor(request: LaunchRequest): Mount[] {
     const readOnly = outermost([
-      ...this.interpreterRoots(request.interpreter),
+      ...interpreterRoots(request.interpreter),
       ...request.readOnlyPaths,
       ...this.extraReadOnlyPaths,
     ]).filter((path) => !isInside(request.workDir, path));
@@ -402,27 +411,10 @@ function cgroupAwareRlimits(specification: string, cgroups: RunCgroups, cpuSecon
     .join(',');
 }
 
-/** Paths with every path inside another one of the list removed, sorted. */
-function outermost(paths: readonly string[]): string[] {
-  const unique = [...new Set(paths)].sort();
-  return unique.filter((path) => !unique.some((other) => other !== path && isInside(path, other)));
-}
-
 /** A sized tmpfs on the script's TMPDIR when it lies inside the run directory (scratch files stay in RAM, capped). */
 function scratchDirectoryArguments(tmpDirectory: string | undefined, workDir: string, bytes: number): string[] {
   if (tmpDirectory === undefined || tmpDirectory === workDir || !isInside(tmpDirectory, workDir)) return [];
   return ['--size', String(bytes), '--tmpfs', tmpDirectory];
-}
-
-/** Gives the run directory (and what the engine put in it) to the sandbox user, never following links. */
-function handToSandboxUser(directory: string, user: SandboxUser, depth: number): void {
-  lchownSync(directory, user.uid, user.gid);
-  if (depth === 0) return;
-  for (const entry of readdirSync(directory, { withFileTypes: true })) {
-    const path = join(directory, entry.name);
-    if (entry.isDirectory()) handToSandboxUser(path, user, depth - 1);
-    else lchownSync(path, user.uid, user.gid);
-  }
 }
 
 function closeQuietly(descriptor: number): void {
@@ -447,6 +439,7 @@ type ContainmentMode = 'none' | 'self-join' | 'held' | 'gated';
 class BubblewrapContainment implements RunContainment {
   private readonly cgroups: RunCgroups | undefined;
   private readonly user: SandboxUser;
+  private readonly lease: RunUidLease | undefined;
   private readonly warmUp: Promise<void> | undefined;
   private readonly mode: ContainmentMode;
   private seccompDescriptor: number | undefined;
@@ -457,12 +450,14 @@ class BubblewrapContainment implements RunContainment {
     readonly cgroups: RunCgroups | undefined;
     readonly seccomp: number | undefined;
     readonly user: SandboxUser;
+    readonly lease: RunUidLease | undefined;
     readonly warmUp: Promise<void> | undefined;
     readonly mode: ContainmentMode;
   }) {
     this.cgroups = options.cgroups;
     this.seccompDescriptor = options.seccomp;
     this.user = options.user;
+    this.lease = options.lease;
     this.warmUp = options.warmUp;
     this.mode = options.mode;
   }
@@ -535,6 +530,9 @@ class BubblewrapContainment implements RunContainment {
     this.closeDescriptors();
     this.controlChannel?.destroy();
     await this.cgroups?.dispose();
+    // The engine calls this once the run's processes were killed: the sandbox's pid namespace is gone or going, and
+    // what is left of it can reach no process outside it, so the uid is free for another run.
+    await this.lease?.release();
   }
 }
 

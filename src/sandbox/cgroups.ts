@@ -546,7 +546,6 @@ export interface RunCgroupOptions {
 interface CgroupDirectories {
   readonly name: string;
   readonly byParent: ReadonlyMap<string, string>;
-  readonly ownerKey: string;
 }
 
 /** One set made in the background after each run starts, so the next run only renames it (~0.03 ms, not ~0.5). */
@@ -558,11 +557,6 @@ function parentDirectories(parents: RunParents): string[] {
   return parents.version === 1 ? parents.parents.map((hierarchy) => hierarchy.ownDirectory) : [parents.parent];
 }
 
-function ownerKey(options: RunCgroupOptions): string {
-  const user = options.selfJoinUser;
-  return user === undefined ? '' : `${user.uid}:${user.gid}`;
-}
-
 function makeDirectories(parents: RunParents, name: string, options: RunCgroupOptions): CgroupDirectories {
   const byParent = new Map<string, string>();
   try {
@@ -571,14 +565,20 @@ function makeDirectories(parents: RunParents, name: string, options: RunCgroupOp
       const directory = join(parent, name);
       mkdirSync(directory);
       byParent.set(parent, directory);
-      const user = options.selfJoinUser;
-      if (user !== undefined && parents.version === 1) lchownSync(join(directory, 'tasks'), user.uid, user.gid);
     }
+    handTasksFiles(parents, byParent, options);
   } catch (error) {
     removeQuietly([...byParent.values()]);
     throw error;
   }
-  return { name, byParent, ownerKey: ownerKey(options) };
+  return { name, byParent };
+}
+
+/** Gives the v1 `tasks` files to the user whose launcher joins the run by itself (every run has a uid of its own). */
+function handTasksFiles(parents: RunParents, byParent: ReadonlyMap<string, string>, options: RunCgroupOptions): void {
+  const user = options.selfJoinUser;
+  if (user === undefined || parents.version !== 1) return;
+  for (const directory of byParent.values()) lchownSync(join(directory, 'tasks'), user.uid, user.gid);
 }
 
 function removeQuietly(directories: readonly string[]): void {
@@ -591,14 +591,15 @@ function removeQuietly(directories: readonly string[]): void {
   }
 }
 
-function scheduleSpare(parents: RunParents, options: RunCgroupOptions): void {
+function scheduleSpare(parents: RunParents): void {
   if (spareScheduled || spare !== undefined) return;
   spareScheduled = true;
   setImmediate(() => {
     spareScheduled = false;
     if (spare !== undefined) return;
     try {
-      spare = makeDirectories(parents, `${RUN_CGROUP_PREFIX}${process.pid}-spare`, options);
+      // Owned by nobody yet: the run that takes it may be any uid.
+      spare = makeDirectories(parents, `${RUN_CGROUP_PREFIX}${process.pid}-spare`, {});
     } catch {
       // The next run makes its own.
     }
@@ -625,7 +626,7 @@ export function createRunCgroups(
   if (parents === undefined) return undefined;
   const name = `${RUN_CGROUP_PREFIX}${process.pid}-${runId}`;
   let directories: CgroupDirectories;
-  const taken = spare?.ownerKey === ownerKey(options) ? spare : undefined;
+  const taken = spare;
   if (taken !== undefined) {
     spare = undefined;
     const renamed = new Map<string, string>();
@@ -634,7 +635,8 @@ export function createRunCgroups(
         renameSync(directory, join(parent, name));
         renamed.set(parent, join(parent, name));
       }
-      directories = { name, byParent: renamed, ownerKey: taken.ownerKey };
+      directories = { name, byParent: renamed };
+      handTasksFiles(parents, renamed, options);
     } catch {
       // Drop the spare, renamed or not, and make a fresh set.
       removeQuietly([...taken.byParent].map(([parent, directory]) => renamed.get(parent) ?? directory));
@@ -643,7 +645,7 @@ export function createRunCgroups(
   } else {
     directories = makeDirectories(parents, name, options);
   }
-  scheduleSpare(parents, options);
+  scheduleSpare(parents);
   const created = [...directories.byParent.values()];
   const byController = new Map<CgroupController, string>();
   try {

@@ -42,7 +42,7 @@ export interface LaunchPlan {
    * The runner owns them: close them in `containment.afterSpawn` or `dispose`.
    */
   readonly inheritedFileDescriptors?: readonly number[] | undefined;
-  /** Run the spawned process as this uid/gid (e.g. 65534 when the host is root); default the host's own. */
+  /** Run the spawned process as this uid/gid (the run's own uid when the host is root); default the host's own. */
   readonly uid?: number | undefined;
   readonly gid?: number | undefined;
   /**
@@ -78,6 +78,11 @@ export interface PreparedLaunch {
 export interface SandboxRunner {
   /** Isolation this runner gives; reported in every result. */
   readonly isolation: IsolationLevel;
+  /**
+   * Set when the isolation is less than was asked for (`sandbox: "auto"` fell back to `none`): why, and what it
+   * means. Reported in every result and in the tool description.
+   */
+  readonly isolationWarning?: string | undefined;
   /** Builds the launch of one run. May create per-run resources, released by `containment.dispose`. */
   prepare(request: LaunchRequest): Promise<PreparedLaunch>;
 }

@@ -72,7 +72,32 @@ export function isReachableBy(path: string, uid: number, gid: number): boolean {
   }
 }
 
-function findTool(name: string): string {
+/**
+ * The outermost directory above `path` (an absolute real path) that a user cannot traverse, or undefined when every
+ * directory above it lets them through. Permission bits only, like {@link isReachableBy}.
+ */
+export function outermostBlockingAncestor(path: string, uid: number, gid: number): string | undefined {
+  const ancestors: string[] = [];
+  for (let parent = dirname(path); ; parent = dirname(parent)) {
+    ancestors.unshift(parent);
+    if (parent === dirname(parent)) break;
+  }
+  for (const ancestor of ancestors) {
+    try {
+      const stats = statSync(ancestor);
+      if (!allows(stats.mode, uid, gid, stats.uid, stats.gid, EXECUTE_BITS)) return ancestor;
+    } catch {
+      return ancestor;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Path of a util-linux tool (`unshare`, `mount`, `nsenter`) in the system directories.
+ * @throws CodecallError `SANDBOX_UNAVAILABLE` when it is not installed.
+ */
+export function findTool(name: string): string {
   const found = firstExecutable(['/usr/bin', '/bin', '/usr/sbin', '/sbin'].map((directory) => join(directory, name)));
   if (found !== undefined) return found;
   throw new CodecallError(
@@ -133,7 +158,7 @@ export async function createStagingNamespace(
         new CodecallError(
           'SANDBOX_UNAVAILABLE',
           `cannot make the staging mount namespace for ${roots.map((root) => root.path).join(', ')} (${why.trim()}); ` +
-            'make these directories reachable by the sandbox user (uid 65534) or run codecall as a non-root user',
+            'make these directories reachable by other users or run codecall as a non-root user',
           { roots },
         ),
       );

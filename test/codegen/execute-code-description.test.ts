@@ -4,6 +4,7 @@ import {
   describeExecuteCodeTool,
   EXECUTE_CODE_TOOL_NAME,
   executeCodeInputSchema,
+  UNSANDBOXED_NOTE,
 } from '../../src/codegen/execute-code-description.js';
 import { generatePythonModule } from '../../src/codegen/python-module.js';
 import { resolveLimits } from '../../src/core/limits.js';
@@ -138,6 +139,21 @@ Limits: the script is stopped after 1.5 seconds and may make at most 1 tool call
     const plain = describeExecuteCodeTool({ moduleName: 'tools', functions: [], limits });
     expect(describeExecuteCodeTool({ moduleName: 'tools', functions: [], limits, isolation: 'none' })).toBe(plain);
     expect(plain).not.toContain('sandbox');
+  });
+
+  it('warns the model when the runs have no sandbox although one was asked for', () => {
+    const limits = resolveLimits(undefined);
+    const plain = describeExecuteCodeTool({ moduleName: 'tools', functions: [], limits, isolation: 'none' });
+    const warned = describeExecuteCodeTool({
+      moduleName: 'tools',
+      functions: [],
+      limits,
+      isolation: 'none',
+      isolationWarning: 'NO SANDBOX: bubblewrap is not usable here (bwrap is not installed)',
+    });
+    expect(warned.startsWith(plain)).toBe(true);
+    expect(warned.split('\n\n').at(-1)).toBe(UNSANDBOXED_NOTE);
+    expect(UNSANDBOXED_NOTE).toContain('no sandbox');
   });
 });
 

@@ -5,9 +5,17 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { hostIsRoot } from '../../src/sandbox/bubblewrap-arguments.js';
 import { createBubblewrapRunner } from '../../src/sandbox/bubblewrap-runner.js';
 import { readCgroupLayout } from '../../src/sandbox/cgroups.js';
+import { configuredRunUidRange } from '../../src/sandbox/run-uids.js';
 import { isReachableBy } from '../../src/sandbox/staging-namespace.js';
 import { launchWithRunner } from './support/launch-plan.js';
-import { bubblewrapUsable, cgroupsActive, eventually, lastJson, sandboxProbe } from './support/sandbox-fixture.js';
+import {
+  bubblewrapUsable,
+  cgroupsActive,
+  eventually,
+  isRunUid,
+  lastJson,
+  sandboxProbe,
+} from './support/sandbox-fixture.js';
 
 /** Where this process's run cgroups are created: one directory per v1 hierarchy, or the v2 parent. */
 function hierarchyRoots(): string[] {
@@ -58,7 +66,7 @@ describe.skipIf(!bubblewrapUsable)('bubblewrap runner', () => {
     // The run directory is mounted at its host path, so the engine's paths stay valid inside.
     expect(seen.cwd).toBe(outcome.workDir);
     expect(seen.home).toBe(outcome.workDir);
-    expect(seen.uid).toBe(sandboxProbe.sandboxUser.uid);
+    expect(isRunUid(seen.uid)).toBe(true);
   });
 
   describe.skipIf(!cgroupsActive).each([
@@ -130,7 +138,8 @@ describe.skipIf(!bubblewrapUsable)('bubblewrap runner', () => {
       mkdirSync(library, { recursive: true });
       chmodSync(privateDirectory, 0o700);
       writeFileSync(join(library, 'secret_helper.py'), 'VALUE = 42\n');
-      expect(isReachableBy(library, sandboxProbe.sandboxUser.uid, sandboxProbe.sandboxUser.gid)).toBe(false);
+      const { first } = configuredRunUidRange();
+      expect(isReachableBy(library, first, first)).toBe(false);
       const runsRoot = join(privateDirectory, 'runs');
       mkdirSync(runsRoot, { mode: 0o711 });
       const runner = await createBubblewrapRunner();

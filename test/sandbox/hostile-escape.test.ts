@@ -1,10 +1,17 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { bubblewrapUsable, lastJson, sandboxProbe, useSandboxedCodecalls } from './support/sandbox-fixture.js';
+import { defineTool } from '../../src/tools/define-tool.js';
+import {
+  bubblewrapUsable,
+  isRunUid,
+  lastJson,
+  sandboxProbe,
+  useSandboxedCodecalls,
+} from './support/sandbox-fixture.js';
 
 /** Catalogue section E (escape and leak), each item run as a script under `sandbox: "bubblewrap"`. */
 
@@ -30,10 +37,12 @@ describe.skipIf(!bubblewrapUsable)('escape and leak (catalogue E) under bubblewr
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  it('reports isolation "bubblewrap" and runs as the unprivileged sandbox user', async () => {
+  it('reports isolation "bubblewrap" and runs as an unprivileged uid of its own', async () => {
     const result = await codecall.execute('import os\nprint(os.getuid(), os.getgid())');
     expect(result).toMatchObject({ status: 'success', isolation: 'bubblewrap' });
-    expect(result.stdout).toBe(`${sandboxProbe.sandboxUser.uid} ${sandboxProbe.sandboxUser.gid}\n`);
+    const [uid, gid] = result.stdout.trim().split(' ').map(Number);
+    expect(isRunUid(uid as number)).toBe(true);
+    expect(gid).toBe(uid);
   });
 
   it('E1: the environment holds only allow-listed variables, no host secret, PATH or HOME', async () => {
@@ -210,16 +219,34 @@ describe.skipIf(!bubblewrapUsable)('escape and leak (catalogue E) under bubblewr
     expect(result.stdout).toBe('-1 Operation not permitted\n');
   });
 
-  it('E15: killing its parent and every process it can see leaves host processes alone', async () => {
-    // A host process of the very uid the sandbox runs as: only the pid namespace keeps it out of reach.
-    const bystander = spawn('sleep', ['30'], {
-      stdio: 'ignore',
-      ...(process.getuid?.() === 0 ? { uid: sandboxProbe.sandboxUser.uid, gid: sandboxProbe.sandboxUser.gid } : {}),
+  it('E15: killing its parent and every process it can see leaves host processes alone, even of its own uid', async () => {
+    // Host processes of the very uid the run has (started by a tool, once the script said which) and of `nobody`:
+    // only the pid namespace keeps them out of reach.
+    const bystanders: ChildProcess[] = [];
+    const startBystander = defineTool({
+      name: 'start_bystander',
+      description: 'Starts a sleeping host process as the given uid.',
+      inputSchema: { type: 'object', properties: { uid: { type: 'integer' } }, required: ['uid'] },
+      execute: async ({ uid }: { uid: number }) => {
+        if (!isRunUid(uid)) throw new Error(`not a run uid: ${uid}`);
+        const bystander = spawn('sleep', ['30'], {
+          stdio: 'ignore',
+          ...(process.getuid?.() === 0 ? { uid, gid: uid } : {}),
+        });
+        bystanders.push(bystander);
+        return bystander.pid;
+      },
     });
+    bystanders.push(
+      spawn('sleep', ['30'], { stdio: 'ignore', ...(process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {}) }),
+    );
+    const withTool = codecallWith({ tools: [startBystander] });
     try {
-      const result = await codecall.execute(
+      const result = await withTool.execute(
         [
           'import os, signal',
+          'from tools import start_bystander',
+          'start_bystander(uid=os.getuid())',
           'for target in (os.getppid(), -1):',
           '    try:',
           '        os.kill(target, signal.SIGKILL)',
@@ -229,11 +256,14 @@ describe.skipIf(!bubblewrapUsable)('escape and leak (catalogue E) under bubblewr
         ].join('\n'),
       );
       expect(result.stdout).toContain('still here');
-      expect(bystander.exitCode).toBeNull();
-      expect(bystander.signalCode).toBeNull();
-      expect(() => process.kill(bystander.pid as number, 0)).not.toThrow();
+      expect(bystanders).toHaveLength(2);
+      for (const bystander of bystanders) {
+        expect(bystander.exitCode).toBeNull();
+        expect(bystander.signalCode).toBeNull();
+        expect(() => process.kill(bystander.pid as number, 0)).not.toThrow();
+      }
     } finally {
-      bystander.kill('SIGKILL');
+      for (const bystander of bystanders) bystander.kill('SIGKILL');
     }
   });
 

@@ -1,7 +1,7 @@
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { CodecallError } from '../../src/core/errors.js';
 import { describeSandboxProbe, probeSandbox } from '../../src/sandbox/bubblewrap-probe.js';
 import { createSandboxRunner } from '../../src/sandbox/select-runner.js';
@@ -56,13 +56,43 @@ describe('createSandboxRunner', () => {
     expect(error.message).toContain('user namespaces are not available');
   });
 
-  it('"auto" falls back to the plain runner where bubblewrap cannot run, and the probe says why', async () => {
+  it('"auto" falls back to the plain runner where bubblewrap cannot run, says so, and the probe says why', async () => {
     const bwrap = fakeBubblewrap('bwrap-broken', 'bwrap: Creating new namespace failed: Operation not permitted');
-    const runner = await createSandboxRunner('auto', { bubblewrapPath: bwrap });
+    const warnings: string[] = [];
+    const runner = await createSandboxRunner('auto', { bubblewrapPath: bwrap, warn: (text) => warnings.push(text) });
     expect(runner.isolation).toBe('none');
+    expect(warnings).toEqual([runner.isolationWarning]);
+    expect(runner.isolationWarning).toContain('NO SANDBOX');
+    expect(runner.isolationWarning).toContain('Creating new namespace failed');
     const probe = await probeSandbox({ bubblewrapPath: bwrap });
     expect(probe.bubblewrap.available).toBe(false);
     expect(describeSandboxProbe(probe)[0]).toContain('bubblewrap: unavailable');
+  });
+
+  it('"auto" without bwrap at all warns on stderr once per process, naming the cause', async () => {
+    const written: string[] = [];
+    const spy = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      written.push(String(chunk));
+      return true;
+    });
+    try {
+      const first = await createSandboxRunner('auto', { bubblewrapPath: join(scratch, 'no-bwrap-here') });
+      const second = await createSandboxRunner('auto', { bubblewrapPath: join(scratch, 'no-bwrap-either') });
+      expect(first.isolationWarning).toContain('bubblewrap not found at');
+      expect(second.isolationWarning).toContain('bubblewrap not found at');
+    } finally {
+      spy.mockRestore();
+    }
+    const warnings = written.filter((text) => text.includes('NO SANDBOX'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(
+      /^codecall: warning: NO SANDBOX: bubblewrap is not usable here \(bubblewrap not found at /,
+    );
+  });
+
+  it('explicit "none" and a working "auto" carry no warning', async () => {
+    expect((await createSandboxRunner('none')).isolationWarning).toBeUndefined();
+    if (bubblewrapUsable) expect((await createSandboxRunner('auto')).isolationWarning).toBeUndefined();
   });
 
   it('refuses a bubblewrap older than the options it needs', async () => {

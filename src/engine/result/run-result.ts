@@ -20,6 +20,7 @@ export interface ProcessOutcome {
   readonly toolCalls: number;
   readonly toolCallLimitReached: boolean;
   readonly isolation: ExecuteResult['isolation'];
+  readonly isolationWarning?: string | undefined;
 }
 
 /** Options of {@link buildResult}. */
@@ -146,6 +147,7 @@ export function buildResult(options: BuildResultOptions): ExecuteResult {
         }
       : {}),
     isolation: outcome.isolation,
+    ...(outcome.isolationWarning !== undefined ? { isolationWarning: outcome.isolationWarning } : {}),
     ...(outcome.reason !== undefined ? { reason: outcome.reason } : {}),
     ...(artifacts !== undefined && artifacts.length > 0 ? { artifacts } : {}),
     ...(options.stateLost ? { stateLost: true } : {}),

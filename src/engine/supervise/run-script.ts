@@ -81,6 +81,7 @@ async function superviseRun(
       process: launched,
       tools: environment.tools,
       isolation: environment.runner.isolation,
+      isolationWarning: environment.runner.isolationWarning,
       limits,
     });
     const outcome = await supervisor.supervise({

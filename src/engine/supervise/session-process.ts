@@ -26,6 +26,7 @@ export class SessionProcess {
       process: launched,
       tools: environment.tools,
       isolation: environment.runner.isolation,
+      isolationWarning: environment.runner.isolationWarning,
       limits,
     });
     void launched.exited.then(() => onExit(this));

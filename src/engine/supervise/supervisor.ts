@@ -39,6 +39,8 @@ export interface SupervisorOptions {
   readonly tools: ToolLookup;
   /** The isolation the process has (how its exit status reads; what the result reports). */
   readonly isolation: IsolationLevel;
+  /** Set when the isolation is weaker than asked for (`auto` fell back to none): carried into every result. */
+  readonly isolationWarning?: string | undefined;
   /** Limits the process was started with: the channel's frame size, the output it may print while nothing runs. */
   readonly limits: Limits;
 }
@@ -131,6 +133,7 @@ function outputEnded(output: OutputStream): boolean {
 export class Supervisor {
   readonly #process: SupervisedProcess;
   readonly #isolation: IsolationLevel;
+  readonly #isolationWarning: string | undefined;
   readonly #server: ToolCallServer;
   readonly #streams: readonly [OutputStream, OutputStream];
   readonly #outsideLimit: number;
@@ -141,6 +144,7 @@ export class Supervisor {
     const { process, limits } = options;
     this.#process = process;
     this.#isolation = options.isolation;
+    this.#isolationWarning = options.isolationWarning;
     this.#outsideLimit = limits.maxOutputBytes;
     this.#server = new ToolCallServer({
       socket: process.channel,
@@ -293,6 +297,7 @@ export class Supervisor {
       toolCalls: this.#server.toolCalls,
       toolCallLimitReached,
       isolation: this.#isolation,
+      isolationWarning: this.#isolationWarning,
       processEnded: 'exit' in end,
     };
   }

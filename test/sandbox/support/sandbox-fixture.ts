@@ -1,6 +1,7 @@
 import { readdirSync, readlinkSync } from 'node:fs';
 import type { Codecall, CodecallOptions } from '../../../src/engine/codecall.js';
 import { probeSandbox } from '../../../src/sandbox/bubblewrap-probe.js';
+import { configuredRunUidRange } from '../../../src/sandbox/run-uids.js';
 import { useCodecalls } from '../../support/codecall-fixture.js';
 
 /** What this machine offers, probed once per test file. */
@@ -14,6 +15,16 @@ if (!bubblewrapUsable) {
   console.warn(`[sandbox tests] bubblewrap tests skipped: ${sandboxProbe.bubblewrap.reason}`);
 } else if (!cgroupsActive) {
   console.warn(`[sandbox tests] cgroup tests skipped: ${sandboxProbe.cgroups.reason ?? 'cgroups not writable'}`);
+}
+
+/**
+ * Whether `uid` is one scripts may run as here: a uid of the run range when the host is root (every run has its own),
+ * else the host's own.
+ */
+export function isRunUid(uid: number): boolean {
+  if (process.getuid?.() !== 0) return uid === process.getuid?.();
+  const range = configuredRunUidRange();
+  return uid >= range.first && uid < range.first + range.count;
 }
 
 /** Codecalls with `sandbox: "bubblewrap"` and a private state folder, closed after the file's tests. */

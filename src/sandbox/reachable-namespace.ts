@@ -1,0 +1,177 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { CodecallError } from '../core/errors.js';
+import { isInside } from '../core/paths.js';
+import { findTool, outermostBlockingAncestor } from './staging-namespace.js';
+
+/**
+ * Isolation `none` as root runs each script as a uid of its own, which cannot reach directories under a private
+ * parent (a pyenv interpreter in /root/.pyenv, a state folder made 0700 by mkdtemp). Without bubblewrap there is no
+ * bind to put them elsewhere, so the script must find them at their own paths: one private mount namespace, made once
+ * per set of directories, in which each blocking parent is covered by an empty read-only tmpfs (mode 0755, so it
+ * hides what the parent held) and the directories the script needs are bound back at their own paths — read-only,
+ * but the runs folder. Runs enter it with `nsenter --mount` and drop to their uid there. The host's mount table is
+ * never touched, and the namespace lives as long as the descriptor codecall holds.
+ */
+
+/** How long making the namespace may take. */
+const NAMESPACE_TIMEOUT_MS = 10_000;
+/** Size of each covering tmpfs: it holds only the empty directories the binds need. */
+const COVER_TMPFS_BYTES = 64 * 1024;
+const OTHERS_EXECUTE = 0o001;
+const OTHERS_READ = 0o004;
+
+/** A directory (or file) the script needs at its own path. */
+export interface ReachableRoot {
+  readonly path: string;
+  readonly writable: boolean;
+}
+
+/** A private mount namespace where `roots` are reachable by any uid at their own paths. */
+export interface ReachableNamespace {
+  /** Open descriptor of the mount namespace (`/proc/<pid>/ns/mnt`), held for the life of the host process. */
+  readonly descriptor: number;
+  /** The directories bound back (those that needed it). */
+  readonly roots: readonly ReachableRoot[];
+}
+
+/**
+ * The roots a user cannot reach with the parents they lie in, each with its outermost blocking parent. A root whose
+ * own permission bits shut other users out cannot be helped by a bind.
+ * @throws CodecallError `SANDBOX_UNAVAILABLE` naming such a root.
+ */
+export function unreachableRoots(
+  roots: readonly ReachableRoot[],
+  user: { readonly uid: number; readonly gid: number },
+): { readonly root: ReachableRoot; readonly cover: string }[] {
+  const found: { root: ReachableRoot; cover: string }[] = [];
+  for (const root of roots) {
+    const stats = statSync(root.path);
+    if ((stats.mode & (stats.isDirectory() ? OTHERS_EXECUTE : OTHERS_READ)) === 0) {
+      throw new CodecallError(
+        'SANDBOX_UNAVAILABLE',
+        `${root.path} is closed to other users (mode ${(stats.mode & 0o777).toString(8)}), so a script running as ` +
+          'a uid of its own cannot use it; allow others to read it (chmod o+rX) or run codecall as a non-root user',
+        { path: root.path },
+      );
+    }
+    const cover = outermostBlockingAncestor(root.path, user.uid, user.gid);
+    if (cover !== undefined) found.push({ root, cover });
+  }
+  return found;
+}
+
+/**
+ * Makes the namespace for `needed` (from {@link unreachableRoots}), with temporary mount points under
+ * `filesDirectory` (root's own).
+ * @throws CodecallError `SANDBOX_UNAVAILABLE` when util-linux is missing or the namespace cannot be made.
+ */
+export async function createReachableNamespace(
+  entries: readonly { readonly root: ReachableRoot; readonly cover: string }[],
+  filesDirectory: string,
+): Promise<ReachableNamespace> {
+  const unshare = findTool('unshare');
+  findTool('mount');
+  // A root inside another is reached through it (a bind inside a bind would write its mount point into the host's
+  // directory); the outer one is writable when an inner one was.
+  const needed = entries
+    .filter(
+      (entry) =>
+        !entries.some((other) => other.root.path !== entry.root.path && isInside(entry.root.path, other.root.path)),
+    )
+    .map((entry) => ({
+      cover: entry.cover,
+      root: {
+        path: entry.root.path,
+        writable: entries.some((other) => other.root.writable && isInside(other.root.path, entry.root.path)),
+      },
+    }));
+  const covers = [...new Set(needed.map((entry) => entry.cover))];
+  const outermostCovers = covers.filter((cover) => !covers.some((other) => other !== cover && isInside(cover, other)));
+  const stageDirectory = join(filesDirectory, `reach-${process.pid}-${randomBytes(4).toString('hex')}`);
+  mkdirSync(stageDirectory, { mode: 0o700 });
+  const stages = needed.map((entry, index) => {
+    const stage = join(stageDirectory, String(index));
+    if (statSync(entry.root.path).isDirectory()) mkdirSync(stage);
+    else closeSync(openSync(stage, 'w'));
+    return stage;
+  });
+  const script = [
+    'set -e',
+    // Hold every root at a mount point of its own while the parents are still visible.
+    'while [ "$1" != -- ]; do mount --bind -- "$1" "$2"; shift 2; done; shift',
+    'while [ "$1" != -- ]; do mount -t tmpfs -o "mode=0755,size=$COVER_BYTES,nosuid,nodev" codecall "$1"; shift; done',
+    'shift',
+    'while [ "$1" != -- ]; do',
+    '  if [ -d "$2" ]; then mkdir -p -- "$3"; else mkdir -p -- "$(dirname -- "$3")"; : >"$3"; fi',
+    '  mount --bind -- "$2" "$3"',
+    '  mount -o "remount,bind,$1,nosuid,nodev" -- "$3"',
+    '  umount -- "$2"',
+    '  shift 3',
+    'done',
+    'shift',
+    'while [ "$#" -gt 0 ]; do mount -o remount,ro -- "$1"; shift; done',
+    'echo ready',
+    'exec cat >/dev/null',
+  ].join('\n');
+  const scriptArguments = [
+    ...needed.flatMap((entry, index) => [entry.root.path, stages[index] as string]),
+    '--',
+    ...outermostCovers,
+    '--',
+    ...needed.flatMap((entry, index) => [entry.root.writable ? 'rw' : 'ro', stages[index] as string, entry.root.path]),
+    '--',
+    ...outermostCovers,
+  ];
+  const holder = spawn(
+    unshare,
+    ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh', ...scriptArguments],
+    {
+      env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin', COVER_BYTES: String(COVER_TMPFS_BYTES) },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    },
+  );
+  try {
+    const descriptor = await new Promise<number>((resolve, reject) => {
+      let stdout = '';
+      let stderr = '';
+      const fail = (why: string) => {
+        clearTimeout(timer);
+        holder.kill('SIGKILL');
+        reject(
+          new CodecallError(
+            'SANDBOX_UNAVAILABLE',
+            `cannot make the mount namespace that lets scripts reach ${needed.map((entry) => entry.root.path).join(', ')} ` +
+              `(${why.trim()}); make these directories reachable by other users or run codecall as a non-root user`,
+            { roots: needed.map((entry) => entry.root) },
+          ),
+        );
+      };
+      const timer = setTimeout(() => fail('timed out'), NAMESPACE_TIMEOUT_MS);
+      holder.once('error', (error) => fail(error.message));
+      holder.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      holder.once('exit', (code) => fail(`exited with status ${code}: ${stderr}`));
+      holder.stdout.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+        if (!stdout.includes('ready\n') || holder.pid === undefined) return;
+        clearTimeout(timer);
+        holder.removeAllListeners('exit');
+        try {
+          resolve(openSync(`/proc/${holder.pid}/ns/mnt`, 'r'));
+        } catch (error) {
+          fail((error as Error).message);
+        }
+        // The namespace lives on through the descriptor; the holder may go.
+        holder.stdin.end();
+      });
+    });
+    return { descriptor, roots: needed.map((entry) => entry.root) };
+  } finally {
+    // The mount points were unmounted inside the namespace and never mounted outside it: empty, and no longer needed.
+    rmSync(stageDirectory, { recursive: true, force: true });
+  }
+}
