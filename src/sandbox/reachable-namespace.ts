@@ -21,6 +21,8 @@ const NAMESPACE_TIMEOUT_MS = 10_000;
 /** Size of each covering tmpfs: it holds only the empty directories the binds need. */
 const COVER_TMPFS_BYTES = 64 * 1024;
 const OTHERS_EXECUTE = 0o001;
+/** Where mount points are prepared when the files directory lies under a covered parent (root's own tmpfs). */
+const FALLBACK_STAGE_PARENT = '/run/codecall/reach';
 const OTHERS_READ = 0o004;
 
 /** A directory (or file) the script needs at its own path. */
@@ -90,7 +92,21 @@ export async function createReachableNamespace(
     }));
   const covers = [...new Set(needed.map((entry) => entry.cover))];
   const outermostCovers = covers.filter((cover) => !covers.some((other) => other !== cover && isInside(cover, other)));
-  const stageDirectory = join(filesDirectory, `reach-${process.pid}-${randomBytes(4).toString('hex')}`);
+  // The stages must stay visible once the covers are mounted: a files directory under a cover (a state folder in a
+  // private TMPDIR) would be hidden by its tmpfs, so the stages go to root's own run-time folder instead.
+  const stageParent = [filesDirectory, FALLBACK_STAGE_PARENT].find(
+    (candidate) => !outermostCovers.some((cover) => isInside(candidate, cover)),
+  );
+  if (stageParent === undefined) {
+    throw new CodecallError(
+      'SANDBOX_UNAVAILABLE',
+      `no folder outside ${outermostCovers.join(', ')} to prepare the mount namespace in; ` +
+        'make these directories reachable by other users or run codecall as a non-root user',
+      { covers: outermostCovers },
+    );
+  }
+  mkdirSync(stageParent, { recursive: true, mode: 0o700 });
+  const stageDirectory = join(stageParent, `reach-${process.pid}-${randomBytes(4).toString('hex')}`);
   mkdirSync(stageDirectory, { mode: 0o700 });
   const stages = needed.map((entry, index) => {
     const stage = join(stageDirectory, String(index));
