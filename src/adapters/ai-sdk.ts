@@ -15,23 +15,7 @@ import {
 import { type AdapterHost, adapterToolDefinition, parseExecuteCodeInput } from './execute-code-tool.js';
 import { toModelContent } from './model-content.js';
 
-export type { ModelImage, ModelImageMediaType } from './artifact-images.js';
-export { MAX_MODEL_IMAGE_BYTES, MAX_MODEL_IMAGES } from './artifact-images.js';
-export type {
-  ConversationExecuteOptions,
-  ConversationSessionsOptions,
-  SessionHost,
-} from './conversation-sessions.js';
-export {
-  ConversationSessions,
-  DEFAULT_CONVERSATION_ID,
-  DEFAULT_CONVERSATION_IDLE_MS,
-  MAX_CONVERSATION_ID_LENGTH,
-} from './conversation-sessions.js';
-export type { AdapterHost } from './execute-code-tool.js';
-export { CONVERSATION_STATE_NOTE } from './execute-code-tool.js';
-export type { ModelContent } from './model-content.js';
-export { toModelContent } from './model-content.js';
+export * from './shared-exports.js';
 
 /** The AI SDK's own type of what `toModelOutput` returns (a tool result as the model sees it). */
 export type AiSdkToolOutput = Awaited<ReturnType<NonNullable<Tool['toModelOutput']>>>;

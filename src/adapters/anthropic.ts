@@ -26,23 +26,7 @@ import {
 import { type AdapterHost, adapterToolDefinition, parseExecuteCodeInput } from './execute-code-tool.js';
 import { type ModelContent, toModelContent } from './model-content.js';
 
-export type { ModelImage, ModelImageMediaType } from './artifact-images.js';
-export { MAX_MODEL_IMAGE_BYTES, MAX_MODEL_IMAGES } from './artifact-images.js';
-export type {
-  ConversationExecuteOptions,
-  ConversationSessionsOptions,
-  SessionHost,
-} from './conversation-sessions.js';
-export {
-  ConversationSessions,
-  DEFAULT_CONVERSATION_ID,
-  DEFAULT_CONVERSATION_IDLE_MS,
-  MAX_CONVERSATION_ID_LENGTH,
-} from './conversation-sessions.js';
-export type { AdapterHost } from './execute-code-tool.js';
-export { CONVERSATION_STATE_NOTE } from './execute-code-tool.js';
-export type { ModelContent } from './model-content.js';
-export { toModelContent } from './model-content.js';
+export * from './shared-exports.js';
 
 /** A `tool_use` block as the handlers need it: from a response (`ToolUseBlock`) or from your history (the param). */
 export type AnthropicToolUse = Pick<ToolUseBlock | ToolUseBlockParam, 'id' | 'name' | 'input'>;

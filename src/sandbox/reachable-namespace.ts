@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
+import { holdMountNamespace } from './mount-namespace-holder.js';
 import { findTool, outermostBlockingAncestor } from './staging-namespace.js';
 
 /**
@@ -141,49 +141,20 @@ export async function createReachableNamespace(
     '--',
     ...outermostCovers,
   ];
-  const holder = spawn(
-    unshare,
-    ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh', ...scriptArguments],
-    {
-      env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin', COVER_BYTES: String(COVER_TMPFS_BYTES) },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    },
-  );
   try {
-    const descriptor = await new Promise<number>((resolve, reject) => {
-      let stdout = '';
-      let stderr = '';
-      const fail = (why: string) => {
-        clearTimeout(timer);
-        holder.kill('SIGKILL');
-        reject(
-          new CodecallError(
-            'SANDBOX_UNAVAILABLE',
-            `cannot make the mount namespace that lets scripts reach ${needed.map((entry) => entry.root.path).join(', ')} ` +
-              `(${why.trim()}); make these directories reachable by other users or run codecall as a non-root user`,
-            { roots: needed.map((entry) => entry.root) },
-          ),
-        );
-      };
-      const timer = setTimeout(() => fail('timed out'), NAMESPACE_TIMEOUT_MS);
-      holder.once('error', (error) => fail(error.message));
-      holder.stderr.on('data', (chunk: Buffer) => {
-        stderr += chunk.toString();
-      });
-      holder.once('exit', (code) => fail(`exited with status ${code}: ${stderr}`));
-      holder.stdout.on('data', (chunk: Buffer) => {
-        stdout += chunk.toString();
-        if (!stdout.includes('ready\n') || holder.pid === undefined) return;
-        clearTimeout(timer);
-        holder.removeAllListeners('exit');
-        try {
-          resolve(openSync(`/proc/${holder.pid}/ns/mnt`, 'r'));
-        } catch (error) {
-          fail((error as Error).message);
-        }
-        // The namespace lives on through the descriptor; the holder may go.
-        holder.stdin.end();
-      });
+    const descriptor = await holdMountNamespace({
+      unshare,
+      script,
+      scriptArguments,
+      environment: { COVER_BYTES: String(COVER_TMPFS_BYTES) },
+      timeoutMs: NAMESPACE_TIMEOUT_MS,
+      failure: (why) =>
+        new CodecallError(
+          'SANDBOX_UNAVAILABLE',
+          `cannot make the mount namespace that lets scripts reach ${needed.map((entry) => entry.root.path).join(', ')} ` +
+            `(${why}); make these directories reachable by other users or run codecall as a non-root user`,
+          { roots: needed.map((entry) => entry.root) },
+        ),
     });
     return { descriptor, roots: needed.map((entry) => entry.root) };
   } finally {

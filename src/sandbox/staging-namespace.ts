@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, openSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
 import { firstExecutable } from './executables.js';
+import { holdMountNamespace } from './mount-namespace-holder.js';
 
 /**
  * bwrap resolves every bind source as the sandbox user, so when the host is root and the sandbox user is 65534, a
@@ -140,48 +140,18 @@ export async function createStagingNamespace(
     'exec cat >/dev/null',
   ].join('\n');
   const triples = roots.flatMap((root, index) => [root.writable ? 'rw' : 'ro', root.path, mountPoints[index] ?? '']);
-  const holder = spawn(
+  const descriptor = await holdMountNamespace({
     unshare,
-    ['--mount', '--propagation', 'private', '--', '/bin/sh', '-c', script, 'sh', ...triples],
-    {
-      env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    },
-  );
-  const descriptor = await new Promise<number>((resolve, reject) => {
-    let stdout = '';
-    let stderr = '';
-    const fail = (why: string) => {
-      clearTimeout(timer);
-      holder.kill('SIGKILL');
-      reject(
-        new CodecallError(
-          'SANDBOX_UNAVAILABLE',
-          `cannot make the staging mount namespace for ${roots.map((root) => root.path).join(', ')} (${why.trim()}); ` +
-            'make these directories reachable by other users or run codecall as a non-root user',
-          { roots },
-        ),
-      );
-    };
-    const timer = setTimeout(() => fail('timed out'), STAGING_TIMEOUT_MS);
-    holder.once('error', (error) => fail(error.message));
-    holder.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    holder.once('exit', (code) => fail(`exited with status ${code}: ${stderr}`));
-    holder.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      if (!stdout.includes('ready\n') || holder.pid === undefined) return;
-      clearTimeout(timer);
-      holder.removeAllListeners('exit');
-      try {
-        resolve(openSync(`/proc/${holder.pid}/ns/mnt`, 'r'));
-      } catch (error) {
-        fail((error as Error).message);
-      }
-      // The namespace lives on through the descriptor; the holder may go.
-      holder.stdin.end();
-    });
+    script,
+    scriptArguments: triples,
+    timeoutMs: STAGING_TIMEOUT_MS,
+    failure: (why) =>
+      new CodecallError(
+        'SANDBOX_UNAVAILABLE',
+        `cannot make the staging mount namespace for ${roots.map((root) => root.path).join(', ')} (${why}); ` +
+          'make these directories reachable by other users or run codecall as a non-root user',
+        { roots },
+      ),
   });
   return {
     descriptor,
