@@ -1,5 +1,5 @@
 // Latency of one run's tool calls while another run floods its channel with deeply nested frames.
-// Not a test: run it after `npm run build` with `node test/rpc/measure-flood-latency.js`. Environment:
+// Not a test: run it after `npm run build` with `node bench/flood-latency.js`. Environment:
 // FLOOD_DIST (folder of the built library, default dist), FLOOD_DEPTH (brackets per frame, default 7,800,000),
 // FLOOD_CALLS (calls of the measured run, default 2,000).
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -11,7 +11,7 @@ const distribution = resolve(process.env.FLOOD_DIST ?? 'dist');
 const { createCodecall, defineTool } = await import(pathToFileURL(join(distribution, 'index.js')).href);
 const depth = Number(process.env.FLOOD_DEPTH ?? 7_800_000);
 const calls = Number(process.env.FLOOD_CALLS ?? 2_000);
-const rawChannel = readFileSync(new URL('../fixtures/raw_channel.py', import.meta.url), 'utf8');
+const rawChannel = readFileSync(new URL('../test/fixtures/raw_channel.py', import.meta.url), 'utf8');
 
 let flooding = false;
 let measured = false;
