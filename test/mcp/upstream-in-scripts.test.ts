@@ -89,20 +89,20 @@ describe('upstream MCP servers in scripts', () => {
     expect(result.stdout).toBe('refused: True\n');
   });
 
-  it('returns upstream images as artifacts the script gets a path to', async () => {
+  it('returns upstream images as artifacts, the script getting their name and bytes, not a host path', async () => {
     const codecall = newCodecall({ mcpServers: { fs: filesystemServer(filesRoot) } });
     const result = await codecall.execute(
       [
         'from tools.fs import read_media_file',
         `image = read_media_file(path=${JSON.stringify(join(filesRoot, 'dot.png'))})["content"][0]`,
-        'print(image["type"], image["mimeType"], image["path"].endswith(".png"))',
+        'print(image["type"], image["mimeType"], image["name"].endswith(".png"), "path" in image)',
       ].join('\n'),
     );
-    expect(result.stdout).toBe('image image/png True\n');
+    expect(result.stdout).toBe('image image/png True False\n');
     expect(result.artifacts?.map((artifact) => artifact.mimeType)).toEqual(['image/png']);
   });
 
-  it('sanitises tool names like get-tiny-image and hands images over as files', async () => {
+  it('sanitises tool names like get-tiny-image and hands images over with their bytes', async () => {
     const codecall = newCodecall({
       mcpServers: { fixture: { command: process.execPath, args: [FIXTURE_SERVER_PATH] } },
     });
@@ -110,15 +110,15 @@ describe('upstream MCP servers in scripts', () => {
       [
         'from tools.fixture import get_tiny_image, mixed',
         'image = get_tiny_image()',
+        'import base64',
         'print(sorted(image), image["type"], image["mimeType"])',
-        'with open(image["path"], "rb") as file:',
-        '    print(file.read(4) == b"\\x89PNG")',
+        'print(base64.b64decode(image["data"])[:4] == b"\\x89PNG")',
         'print([part if isinstance(part, str) else part["type"] for part in mixed()])',
       ].join('\n'),
     );
     expect(result.error).toBeUndefined();
     expect(result.stdout).toBe(
-      "['mimeType', 'path', 'type'] image image/png\nTrue\n['caption', 'image', 'resource', 'resource_link']\n",
+      "['bytes', 'data', 'mimeType', 'name', 'type'] image image/png\nTrue\n['caption', 'image', 'resource', 'resource_link']\n",
     );
     expect(result.artifacts?.map((artifact) => artifact.mimeType).sort()).toEqual([
       'image/png',
