@@ -372,6 +372,8 @@ def _finish(status):
             threading._shutdown()
         except BaseException:
             pass
+    # Before atexit: matplotlib closes every figure there.
+    send_figures()
     import atexit
 
     atexit._run_exitfuncs()
@@ -424,6 +426,18 @@ def _modified_at(path):
         return posix.stat(path).st_mtime_ns
     except OSError:
         return None
+
+
+def send_figures():
+    """Sends every matplotlib figure still open as a PNG artifact (see `codecall_runtime.send_open_figures`)."""
+    if "matplotlib.pyplot" not in sys.modules:
+        return
+    try:
+        import codecall_runtime
+
+        codecall_runtime.send_open_figures()
+    except BaseException:
+        pass
 
 
 def send_artifacts(since):

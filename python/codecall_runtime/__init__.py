@@ -681,7 +681,9 @@ def _send_file(directory, name):
         posix.close(descriptor)
 
 
-def _send_figures():
+def send_open_figures():
+    """Sends every matplotlib figure still open (shown with plt.show() under Agg, or never shown) as a PNG artifact
+    `figure-N.png`, then closes them."""
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is None:
         return
@@ -713,7 +715,7 @@ def send_pending_artifacts(artifacts_directory, work_directory_since=None):
                     posix.unlink(artifacts_directory + "/" + name)
                 except OSError:
                     pass
-    _send_figures()
+    send_open_figures()
     if work_directory_since is not None:
         for name in sorted(_new_images(work_directory_since)):
             try:

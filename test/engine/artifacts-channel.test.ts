@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -180,5 +181,36 @@ describe('artifacts of session cells', () => {
     expect(unchanged.stdout).toBe('still here\n');
     await session.close();
     canary.check();
+  });
+});
+
+/** Whether Debian's interpreter has matplotlib (python3-matplotlib); the chart test says why it is skipped otherwise. */
+function systemMatplotlib(): boolean {
+  const probe = spawnSync('/usr/bin/python3', ['-c', 'import matplotlib.pyplot'], { encoding: 'utf8' });
+  if (probe.status !== 0) console.log('skipped: /usr/bin/python3 cannot import matplotlib (python3-matplotlib)');
+  return probe.status === 0;
+}
+
+describe.runIf(systemMatplotlib())('matplotlib charts come back as PNG artifacts', () => {
+  const codecall = codecallWith({ python: '/usr/bin/python3' });
+
+  it('sends a figure left open and one shown with plt.show(), with the Agg backend by default', async () => {
+    const result = await codecall.execute(
+      [
+        'import matplotlib',
+        'import matplotlib.pyplot as plt',
+        'print(matplotlib.get_backend())',
+        'plt.plot([1, 2, 3], [3, 1, 2])',
+        'plt.show()',
+        'plt.figure()',
+        'plt.bar(["a", "b"], [1, 2])',
+      ].join('\n'),
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: 'agg\n' });
+    expect(namesOf(result)).toEqual(['figure-1.png', 'figure-2.png']);
+    for (const artifact of result.artifacts ?? []) {
+      expect(artifact.mimeType).toBe('image/png');
+      expect(bytesOf(artifact.path).subarray(0, 8).toString('latin1')).toBe('\x89PNG\r\n\x1a\n');
+    }
   });
 });
