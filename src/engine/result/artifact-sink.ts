@@ -1,5 +1,5 @@
-import { constants } from 'node:fs';
-import { type FileHandle, lstat, mkdir, open, readdir, unlink } from 'node:fs/promises';
+import { constants, readdirSync } from 'node:fs';
+import { type FileHandle, lstat, mkdir, open, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Artifact } from '../../core/result.js';
 import { MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, mimeTypeOf } from './artifacts.js';
@@ -185,7 +185,13 @@ export class ArtifactSink {
    * the script's, so listing it follows nothing the script controls.
    */
   async #addToolFiles(): Promise<void> {
-    const names = await readdir(this.#folder).catch(() => [] as string[]);
+    let names: string[];
+    try {
+      // Synchronous: one failed lookup of a folder that usually does not exist, on every run's critical path.
+      names = readdirSync(this.#folder);
+    } catch {
+      return;
+    }
     const known = new Set(this.#kept.map((artifact) => artifact.path));
     for (const name of names.sort()) {
       const path = join(this.#folder, name);
