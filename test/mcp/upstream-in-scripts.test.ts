@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -125,6 +125,29 @@ describe('upstream MCP servers in scripts', () => {
       'image/png',
       'text/markdown',
     ]);
+  });
+
+  it('writes no upstream media into a host folder the artifacts folder was swapped for a link to', async () => {
+    const canary = join(directory, 'media-canary');
+    mkdirSync(canary, { mode: 0o755 });
+    writeFileSync(join(canary, 'keep.txt'), 'canary');
+    const codecall = newCodecall({
+      mcpServers: { fixture: { command: process.execPath, args: [FIXTURE_SERVER_PATH] } },
+    });
+    const result = await codecall.execute(
+      [
+        'import os, shutil',
+        'from tools.fixture import get_tiny_image',
+        'artifacts = os.environ["CODECALL_ARTIFACTS_DIR"]',
+        'shutil.rmtree(artifacts)',
+        `os.symlink(${JSON.stringify(canary)}, artifacts)`,
+        'print(get_tiny_image()["type"])',
+      ].join('\n'),
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: 'image\n' });
+    expect(readdirSync(canary)).toEqual(['keep.txt']);
+    expect(result.artifacts?.map((artifact) => artifact.mimeType)).toEqual(['image/png']);
+    expect(result.artifacts?.[0]?.path.startsWith(canary)).toBe(false);
   });
 
   it('reconnects a server killed between runs', async () => {
