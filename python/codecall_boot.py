@@ -31,6 +31,7 @@ class BootVariable:
     RESOURCE_LIMITS = "CODECALL_RLIMITS"
     PARENT_PID = "CODECALL_PARENT_PID"
     WORK_DIRECTORY = "CODECALL_WORK_DIR"
+    ARTIFACTS_DIRECTORY = "CODECALL_ARTIFACTS_DIR"
 
 
 class ChannelErrorCode:
@@ -61,6 +62,8 @@ RUN_NOTIFICATION = "$run"
 CELL_NOTIFICATION = "$cell"
 # Script → host: a session cell finished.
 CELL_DONE_NOTIFICATION = "$cell_done"
+# Script → host: one chunk of an artifact (`name`, `offset`, base64 `data`, `final`, optional `mimeType`).
+ARTIFACT_NOTIFICATION = "$artifact"
 # The output end marker is the prefix, the nonce, the suffix.
 OUTPUT_END_MARKER_PREFIX = "\0codecall-end-"
 OUTPUT_END_MARKER_SUFFIX = "\0"
@@ -344,6 +347,8 @@ def _run(path, source=None):
 
 
 def _run_main(path, source=None):
+    global _script_file
+    _script_file = path
     sys.argv = sys.argv[1:]
     # The script's folder first on sys.path, as when Python runs a file (the run directory is the cwd).
     sys.path[0] = posix.getcwd() if "/" not in path else path.rsplit("/", 1)[0]
@@ -367,6 +372,8 @@ def _finish(status):
             threading._shutdown()
         except BaseException:
             pass
+    # Before atexit: matplotlib closes every figure there.
+    send_figures()
     import atexit
 
     atexit._run_exitfuncs()
@@ -379,6 +386,7 @@ def _finish(status):
     import gc
 
     gc.collect()
+    send_artifacts(_modified_at(_script_file))
     try:
         sys.stdout.flush()
     except Exception:
@@ -403,6 +411,73 @@ def _finish(status):
             pass
     _send_done(status)
     posix._exit(status)
+
+
+# Images a script saves in its working directory are sent as artifacts too (as a notebook would show them).
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".webp")
+# The script's file: images in the working directory newer than it are the script's, and are sent as artifacts.
+_script_file = None
+
+
+def _modified_at(path):
+    if path is None:
+        return None
+    try:
+        return posix.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def send_figures():
+    """Sends every matplotlib figure still open as a PNG artifact (see `codecall_runtime.send_open_figures`)."""
+    if "matplotlib.pyplot" not in sys.modules:
+        return
+    try:
+        import codecall_runtime
+
+        codecall_runtime.send_open_figures()
+    except BaseException:
+        pass
+
+
+def send_artifacts(since):
+    """Sends what the run or cell left to return (see `codecall_runtime.send_pending_artifacts`): the files of the
+    artifacts directory, open matplotlib figures, images saved in the working directory since `since` (nanoseconds,
+    or None). The runtime is imported only when there is something to send: a script that saved nothing pays one
+    listing of two folders."""
+    try:
+        directory = _environment(BootVariable.ARTIFACTS_DIRECTORY)
+        pending = "matplotlib.pyplot" in sys.modules
+        if not pending and directory:
+            try:
+                pending = len(posix.listdir(directory)) > 0
+            except OSError:
+                pass
+        if not pending and since is not None:
+            pending = _has_image_since(since)
+        if not pending:
+            return
+        import codecall_runtime
+
+        codecall_runtime.send_pending_artifacts(directory, since)
+    except BaseException:
+        # Nothing the script left may keep the run from ending.
+        pass
+
+
+def _has_image_since(since):
+    try:
+        names = posix.listdir(".")
+    except OSError:
+        return False
+    for name in names:
+        if name.lower().endswith(_IMAGE_SUFFIXES):
+            try:
+                if posix.stat(name, follow_symlinks=False).st_mtime_ns >= since:
+                    return True
+            except OSError:
+                pass
+    return False
 
 
 def _send_done(status):

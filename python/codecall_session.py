@@ -6,6 +6,7 @@ Kept apart from codecall_boot so that a cold run, which never needs this code, d
 import sys
 
 import posix
+from time import time_ns
 
 import codecall_boot as _boot
 from codecall_boot import CELL_DONE_NOTIFICATION, CELL_NOTIFICATION
@@ -75,6 +76,17 @@ def _flush_streams():
             pass
 
 
+_FILE_CLOCK_SLACK_NANOSECONDS = 20_000_000
+
+
+def _send_cell_artifacts(started):
+    # An interrupt landing while the files go out ends the sending, never the session.
+    try:
+        _boot.send_artifacts(started)
+    except KeyboardInterrupt:
+        pass
+
+
 def _run_cell(namespace, params):
     cell = params.get("id")
     code = params.get("code")
@@ -89,6 +101,8 @@ def _run_cell(namespace, params):
     filename = "<cell %d>" % cell
     status = 0
     exception = None
+    # The file clock is coarse (it lags by up to a tick): images written as the cell starts count as the cell's.
+    started = time_ns() - _FILE_CLOCK_SLACK_NANOSECONDS
     try:
         _Session.cell = cell
         try:
@@ -119,6 +133,7 @@ def _run_cell(namespace, params):
         _Session.running = False
         status = 1
         exception = {"type": "KeyboardInterrupt", "message": "", "traceback": ""}
+    _send_cell_artifacts(started)
     _flush_streams()
     wrote_stdout = _boot.write_marker(1, end)
     wrote_stderr = _boot.write_marker(2, end)

@@ -1,11 +1,12 @@
 """codecall runtime: the script side of the tool channel, shipped with codecall (standard library only).
 
-Generated tool modules call `call` / `acall`; scripts see `ToolError` and the helpers `json_parse`, `shell_quote`
-and `retry` through the generated module. Calls are thread-safe and may run concurrently: every call carries an id
+Generated tool modules call `call` / `acall`; scripts see `ToolError` and the helpers `json_parse`, `shell_quote`,
+`retry` and `save_artifact` through the generated module. Calls are thread-safe and may run concurrently: every call carries an id
 and replies are matched by id, whichever thread reads them. The boot and the session interpreter use `get_channel`,
-`send_notification` and `stop_writes`.
+`send_notification`, `stop_writes` and `send_pending_artifacts`.
 """
 import _thread
+import sys
 import time
 
 # `posix` is built in; `os` (and `json`, `threading`) would cost milliseconds of imports on every run that calls a
@@ -13,9 +14,16 @@ import time
 import posix
 
 # The wire vocabulary lives in the boot, which every interpreter has imported already.
-from codecall_boot import DEFAULT_MAX_FRAME_BYTES, NOTIFICATION_PREFIX, BootVariable, ChannelErrorCode
+from codecall_boot import (
+    ARTIFACT_NOTIFICATION,
+    DEFAULT_MAX_FRAME_BYTES,
+    NOTIFICATION_PREFIX,
+    BootVariable,
+    ChannelErrorCode,
+)
+from codecall_boot import _IMAGE_SUFFIXES
 
-__all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "search_catalog"]
+__all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "save_artifact", "search_catalog"]
 
 # A lone caller polls the channel this long before it sleeps in a blocking read (yielding the processor between
 # polls): a fast tool's reply then lands on a running thread instead of waking a sleeping one, which costs a
@@ -579,3 +587,159 @@ def search_catalog(catalog, query, limit=10):
     scored.sort()
     return [{"name": name, "signature": signature, "description": description}
             for _, _, name, signature, description in scored[:max(0, int(limit))]]
+
+
+# Raw bytes per `$artifact` frame at most (base64 makes them a third larger): well below the default frame limit.
+_ARTIFACT_CHUNK_BYTES = 3 << 16
+# Bytes the rest of an `$artifact` frame (its name and fields) may take besides the data.
+_ARTIFACT_FRAME_OVERHEAD = 4096
+_S_IFMT = 0o170000
+_S_IFREG = 0o100000
+# Names given to artifacts of the running run or cell (each is sent once; a second one gets `-2`, `-3`...).
+_artifact_names = set()
+# Working-directory images sent already: (name, modification time, size).
+_sent_images = set()
+
+
+def _artifact_name(name):
+    name = str(name)
+    if (not name or name.startswith(".") or ".." in name or "/" in name or "\\" in name
+            or any(ord(character) < 32 or 127 <= ord(character) < 160 for character in name)
+            or len(name.encode("utf-8", "surrogatepass")) > 255):
+        raise ValueError("an artifact name is one plain file name such as 'chart.png' (no '/', '..', leading '.' "
+                         "or control characters, at most 255 bytes): %r" % (name,))
+    if name in _artifact_names:
+        stem, dot, extension = name.rpartition(".")
+        if not stem:
+            stem, dot, extension = name, "", ""
+        index = 2
+        while "%s-%d%s%s" % (stem, index, dot, extension) in _artifact_names:
+            index += 1
+        name = "%s-%d%s%s" % (stem, index, dot, extension)
+    _artifact_names.add(name)
+    return name
+
+
+def _send_artifact(name, read, mime_type=None):
+    """Sends one artifact as `$artifact` frames; `read(size)` gives its next bytes (empty at the end)."""
+    import binascii
+
+    channel = get_channel()
+    size = min(_ARTIFACT_CHUNK_BYTES, (channel._max_frame_bytes - _ARTIFACT_FRAME_OVERHEAD) * 3 // 4)
+    size = max(3, size - size % 3)
+    offset = 0
+    piece = read(size)
+    while True:
+        following = read(size) if len(piece) == size else b""
+        params = {"name": name, "offset": offset, "data": binascii.b2a_base64(piece, newline=False).decode("ascii"),
+                  "final": not following}
+        if offset == 0 and mime_type:
+            params["mimeType"] = str(mime_type)
+        channel._send(channel._encode({"method": ARTIFACT_NOTIFICATION, "params": params}))
+        if not following:
+            return
+        offset += len(piece)
+        piece = following
+
+
+def save_artifact(name, data, mime_type=None):
+    """Saves `data` (bytes, or str written as UTF-8) as a file returned to the caller with the result, under `name`
+    (one plain file name such as "table.csv"; a name already used gets a suffix). Returns the name it was saved as."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    elif isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    elif not isinstance(data, bytes):
+        raise TypeError("save_artifact takes bytes or str data, not %s" % type(data).__name__)
+    name = _artifact_name(name)
+    position = [0]
+
+    def read(size):
+        start = position[0]
+        position[0] = start + size
+        return data[start:start + size]
+
+    _send_artifact(name, read, mime_type)
+    return name
+
+
+def _send_file(directory, name):
+    """Sends the regular file `directory/name` (never through a link, never a FIFO) as an artifact."""
+    try:
+        descriptor = posix.open(directory + "/" + name, posix.O_RDONLY | posix.O_NOFOLLOW | posix.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        status = posix.fstat(descriptor)
+        if status.st_mode & _S_IFMT != _S_IFREG:
+            return None
+        _send_artifact(_artifact_name(name), lambda size: posix.read(descriptor, size))
+        return status
+    except (OSError, ValueError):
+        return None
+    finally:
+        posix.close(descriptor)
+
+
+def send_open_figures():
+    """Sends every matplotlib figure still open (shown with plt.show() under Agg, or never shown) as a PNG artifact
+    `figure-N.png`, then closes them."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    import io
+
+    for number in pyplot.get_fignums():
+        buffer = io.BytesIO()
+        try:
+            pyplot.figure(number).savefig(buffer, format="png")
+        except Exception:
+            continue
+        value = buffer.getvalue()
+        save_artifact("figure-%d.png" % number, value, "image/png")
+    pyplot.close("all")
+
+
+def send_pending_artifacts(artifacts_directory, work_directory_since=None):
+    """The end of a run or a cell: sends what it left to return. The files of `artifacts_directory` (top level,
+    regular files only; each is removed once sent), every matplotlib figure still open (as PNG; then closed), and the
+    images saved in the working directory since `work_directory_since` (nanoseconds; None: not looked at)."""
+    if artifacts_directory:
+        try:
+            names = sorted(posix.listdir(artifacts_directory))
+        except OSError:
+            names = ()
+        for name in names:
+            if _send_file(artifacts_directory, name) is not None:
+                try:
+                    posix.unlink(artifacts_directory + "/" + name)
+                except OSError:
+                    pass
+    send_open_figures()
+    if work_directory_since is not None:
+        for name in sorted(_new_images(work_directory_since)):
+            try:
+                status = posix.stat(name, follow_symlinks=False)
+            except OSError:
+                continue
+            key = (name, status.st_mtime_ns, status.st_size)
+            if key not in _sent_images and _send_file(".", name) is not None:
+                _sent_images.add(key)
+    _artifact_names.clear()
+
+
+def _new_images(since):
+    try:
+        names = posix.listdir(".")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if name.lower().endswith(_IMAGE_SUFFIXES):
+            try:
+                status = posix.stat(name, follow_symlinks=False)
+            except OSError:
+                continue
+            if status.st_mode & _S_IFMT == _S_IFREG and status.st_mtime_ns >= since:
+                found.append(name)
+    return found

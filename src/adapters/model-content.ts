@@ -21,7 +21,8 @@ export interface ModelContent {
  * `result.artifacts`.
  */
 export async function toModelContent(result: ExecuteResult): Promise<ModelContent> {
-  const text = formatResultForModel(result);
+  // The files are listed below, with whether each image is attached.
+  const text = formatResultForModel(result, { listArtifacts: false });
   const artifacts = result.artifacts ?? [];
   const isError = result.status !== 'success';
   if (artifacts.length === 0) return { text, images: [], isError };

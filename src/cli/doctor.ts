@@ -27,6 +27,7 @@ function describeHttpAuthentication(setting: HttpTokenSetting): string {
   return `authentication: bearer token on every request, ${token}; Host and Origin checked on loopback; --http unix:PATH for a socket only this user can open`;
 }
 
+import { type OutputsRetention, resolveOutputsRetention } from '../engine/result/outputs-retention.js';
 import { describeRunUids } from '../sandbox/run-uids.js';
 import { unsandboxedWarning } from '../sandbox/select-runner.js';
 
@@ -59,6 +60,14 @@ function describeSourceStatus(status: ToolSourceStatus): string {
   const shown = leftOut.slice(0, MAX_LEFT_OUT_SHOWN).join(', ');
   const more = leftOut.length > MAX_LEFT_OUT_SHOWN ? `, and ${leftOut.length - MAX_LEFT_OUT_SHOWN} more` : '';
   return `ready: ${describeNarrowing(narrowing)}${leftOut.length === 0 ? '' : `; left out: ${shown}${more}`}`;
+}
+
+/** The `outputs` retention in a line: `kept 1 day / 512 MiB / 500 runs`. */
+export function describeOutputsRetention(retention: OutputsRetention): string {
+  const hours = retention.maxAgeMs / 3_600_000;
+  const age = hours >= 24 && Number.isInteger(hours / 24) ? plural(hours / 24, 'day') : `${Number(hours.toFixed(2))} h`;
+  const mebibytes = Number((retention.maxBytes / (1024 * 1024)).toFixed(1));
+  return `kept ${age} / ${mebibytes} MiB / ${plural(retention.maxRuns, 'run')} (whichever is reached first)`;
 }
 
 /** The built-in sets in a line: each set with its tools, and the file tools that none of them includes. */
@@ -144,6 +153,7 @@ export async function runDoctor(
       'secrets',
       options.redactSecrets === false ? 'shown as printed (redactSecrets: false)' : 'masked in output and errors',
     );
+    line('outputs', describeOutputsRetention(resolveOutputsRetention(options.outputs)));
     if (settings.httpToken !== undefined) {
       try {
         line('http', describeHttpAuthentication(await settings.httpToken()));

@@ -44,7 +44,12 @@ export const PYTHON_KEYWORDS: ReadonlySet<string> = new Set([
 ]);
 
 /** Helpers of the runtime the generated root module re-exports next to `ToolError` (`from tools import retry`). */
-export const RUNTIME_HELPER_NAMES: readonly string[] = Object.freeze(['json_parse', 'shell_quote', 'retry']);
+export const RUNTIME_HELPER_NAMES: readonly string[] = Object.freeze([
+  'json_parse',
+  'shell_quote',
+  'retry',
+  'save_artifact',
+]);
 
 /**
  * Names the generated module defines itself, so no tool function or submodule may take them: `ToolError` and the

@@ -233,6 +233,7 @@ function renderRootModule(moduleName: string, root: PlannedModule, submodules: r
     `  \`await asyncio.gather(${moduleName}.aio.first(...), ${moduleName}.aio.second(...))\``,
     `- ${moduleName}.search_tools("query") finds functions by name and description; help(function) shows one.`,
     '- json_parse, shell_quote and retry are helpers of the runtime (see help()).',
+    '- save_artifact("name.ext", data) returns a file (bytes or str) with the result; open matplotlib figures come back as PNG.',
     ...(submoduleLines.length > 0 ? ['', 'Submodules, imported on first use:', ...submoduleLines] : []),
   ].join('\n');
   const exported = [

@@ -28,4 +28,6 @@ export const BootVariable = {
   parentPid: 'CODECALL_PARENT_PID',
   /** The directory the boot changes to first (a run entering a mount namespace starts at its root). */
   workDirectory: 'CODECALL_WORK_DIR',
+  /** The folder whose files the runtime sends as artifacts when the script (or a cell) ends (the script's own). */
+  artifactsDirectory: 'CODECALL_ARTIFACTS_DIR',
 } as const;

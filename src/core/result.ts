@@ -12,7 +12,10 @@ export interface ScriptError {
   readonly traceback?: string | undefined;
 }
 
-/** A file the script (or a tool) left for the caller, moved out of the run directory before it was removed. */
+/**
+ * A file the script sent (`save_artifact`, its artifacts folder, a chart) or a tool returned, written by the host into
+ * a folder of its own: `path` is on the host.
+ */
 export interface Artifact {
   readonly path: string;
   readonly mimeType: string;
@@ -55,6 +58,8 @@ export interface ExecuteResult {
   /** Which limit stopped the run, from codecall's own bookkeeping. */
   readonly reason?: LimitReason | undefined;
   readonly artifacts?: readonly Artifact[] | undefined;
+  /** Set when artifacts the script sent were dropped (bad name, count or size limit, incomplete): says which. */
+  readonly artifactsNote?: string | undefined;
   /** Sessions only: the interpreter was replaced and the variables of earlier cells are gone. */
   readonly stateLost?: boolean | undefined;
 }

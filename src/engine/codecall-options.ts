@@ -9,6 +9,7 @@ import { type McpServerConfig, parseMcpServers } from '../mcp-client/server-conf
 import { checkScriptVariables, type ScriptVariables } from '../sandbox/environment.js';
 import type { FileToolsPolicyOptions } from '../tools/file-access-policy.js';
 import type { Tool } from '../tools/types.js';
+import { type OutputsRetention, resolveOutputsRetention } from './result/outputs-retention.js';
 import { DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS, type SessionOptions } from './supervise/session.js';
 import { type PoolOptions, resolvePoolSize } from './supervise/warm-pool.js';
 
@@ -66,6 +67,12 @@ export interface CodecallOptions {
   readonly redactSecrets?: boolean;
   /** What the built-in file tools must leave alone: `deniedPaths` patterns, version-control writes. */
   readonly files?: FileToolsPolicyOptions;
+  /**
+   * How much of the saved outputs (full stdout files, artifacts) in the state folder's `outputs/` is kept: entries
+   * older than `maxAgeMs` go, then the oldest beyond `maxRuns` entries or `maxBytes` in all (defaults 24 hours, 500,
+   * 512 MiB). Pruned in the background after runs, never blocking one.
+   */
+  readonly outputs?: Partial<OutputsRetention>;
 }
 
 /** The `sessions` option of `createCodecall`. */
@@ -108,6 +115,7 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   sessions: true,
   redactSecrets: true,
   files: true,
+  outputs: true,
 });
 
 const SESSIONS_OPTION_NAMES = knownKeys<keyof SessionsOptions>({ maxLive: true, idleTimeoutMs: true });
@@ -139,6 +147,8 @@ export interface ResolvedCodecallOptions {
   readonly stateRoot: string;
   readonly poolSize: number;
   readonly sessions: { readonly maxLive: number; readonly idleTimeoutMs: number };
+  /** The `outputs` option with its defaults. */
+  readonly outputs: OutputsRetention;
 }
 
 /**
@@ -210,6 +220,7 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
     stateRoot: resolvePath(checkPath(given.stateDir, 'stateDir') ?? defaultStateRoot()),
     poolSize: resolvePoolSize(given.pool),
     sessions: resolveSessionsOptions(given.sessions),
+    outputs: resolveOutputsRetention(given.outputs),
   };
 }
 

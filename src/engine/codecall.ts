@@ -17,6 +17,7 @@ import {
 import { CodecallPreparation, type Prepared } from './codecall-preparation.js';
 import { launchInterpreter } from './launch/interpreter-launch.js';
 import { createRunId } from './launch/run-directory.js';
+import { OutputsPruner } from './result/outputs-retention.js';
 import { RunTracking } from './run-tracking.js';
 import { checkCode } from './supervise/check-code.js';
 import { runPooledScript, runScript } from './supervise/run-script.js';
@@ -92,6 +93,12 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
     tracking.assertOpen();
     return preparation.prepare();
   };
+  // Made with the first prepared environment (it names the outputs folder); each run and session end asks for a prune.
+  let pruner: OutputsPruner | undefined;
+  const pruneSoon = (outputRoot: string) => {
+    pruner ??= new OutputsPruner(outputRoot, resolved.outputs);
+    pruner.schedule();
+  };
 
   const codecall: Codecall = {
     limits,
@@ -115,6 +122,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
         });
       } finally {
         pool?.refillSoon(environment);
+        pruneSoon(environment.outputRoot);
       }
     },
     async describe() {
@@ -157,14 +165,22 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       });
       return tracking.addSession(
         new InterpreterSession({
-          context: tracking.sessionContext(async () => (await prepare()).environment),
+          context: tracking.sessionContext(async () => {
+            const { environment } = await prepare();
+            // Asked for when the session starts (or restarts) its interpreter; runs ask after each run.
+            pruneSoon(environment.outputRoot);
+            return environment;
+          }),
           limits: sessionLimits,
           idleTimeoutMs,
         }),
       );
     },
-    close() {
-      return tracking.close({ pool, closeSources: () => preparation.closeSources() });
+    async close() {
+      await tracking.close({ pool, closeSources: () => preparation.closeSources() });
+      // What the last runs saved is pruned before close resolves (a scheduled prune would otherwise be dropped).
+      await pruner?.pruneNow();
+      await pruner?.close();
     },
   };
   return codecall;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { extname, join } from 'node:path';
+import { basename, extname, join } from 'node:path';
 import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/sdk/types.js';
 
 /** Where and for whom an upstream result's files are saved. */
@@ -9,19 +9,32 @@ export interface UpstreamResultContext {
   readonly server: string;
   /** Tool name as the server knows it (part of saved file names). */
   readonly tool: string;
-  /** Directory of the run's artifacts; created when a file must be saved. */
+  /**
+   * The host-only folder of the run's (or cell's) artifacts, created when a file must be saved (mode 0700). Never a
+   * folder the script can write: the files become artifacts of the result.
+   */
   readonly artifactsDir: string;
 }
 
-/** What the script receives in place of an image, an audio clip or an embedded resource: a file it can open. */
+/**
+ * What the script receives in place of an image, an audio clip or an embedded resource: the artifact it became (the
+ * file is on the host, out of the script's reach) and, when small, its bytes in base64.
+ */
 export interface SavedContentFile {
   readonly type: 'image' | 'audio' | 'resource';
-  /** Absolute path of the saved file. */
-  readonly path: string;
+  /** The artifact's file name, as the result lists it. */
+  readonly name: string;
   readonly mimeType: string;
+  /** Size of the content in bytes. */
+  readonly bytes: number;
+  /** The content in base64, when it is at most {@link MAX_INLINE_MEDIA_BYTES}. */
+  readonly data?: string;
   /** The resource's URI (embedded resources only). */
   readonly uri?: string;
 }
+
+/** Media up to this size also reach the script as base64 `data`, so it can use them (larger ones only as artifacts). */
+export const MAX_INLINE_MEDIA_BYTES = 256 * 1024;
 
 /** Nesting depth past which structured content is returned unchanged instead of searched for media blocks. */
 const MAX_STRUCTURED_SEARCH_DEPTH = 64;
@@ -62,9 +75,9 @@ const EXTENSION_BY_MIME_TYPE: Readonly<Record<string, string>> = {
  *   object or array, else the text itself; no content at all gives `None`;
  * - otherwise one non-text block alone gives its dict, and a mix gives a list in the server's order (texts as
  *   strings, each parsed when it is a JSON object or array).
- * Images, audio and embedded resources are always saved as files in `artifactsDir` and appear as
- * `{ "type": "image", "path": ..., "mimeType": ... }` (resources also carry their `uri`); resource links are
- * returned as their own small dicts.
+ * Images, audio and embedded resources are always saved as files in the host-only `artifactsDir` (they become the
+ * run's artifacts) and appear as `{ "type": "image", "name": ..., "mimeType": ..., "bytes": ..., "data"?: ... }`
+ * (resources also carry their `uri`); resource links are returned as their own small dicts.
  */
 export async function convertUpstreamResult(result: CallToolResult, context: UpstreamResultContext): Promise<unknown> {
   const files = new SavedFiles(context);
@@ -189,7 +202,7 @@ class SavedFiles {
   }
 
   async #write(block: SavableBlock): Promise<SavedContentFile> {
-    this.#directoryReady ??= mkdir(this.#context.artifactsDir, { recursive: true });
+    this.#directoryReady ??= mkdir(this.#context.artifactsDir, { recursive: true, mode: 0o700 });
     await this.#directoryReady;
     if (block.type === 'resource') {
       const resource = block.resource;
@@ -197,10 +210,11 @@ class SavedFiles {
       const mimeType = resource.mimeType ?? (isBlob ? 'application/octet-stream' : 'text/plain');
       const bytes = isBlob ? Buffer.from(resource.blob, 'base64') : Buffer.from(resource.text, 'utf8');
       const path = await this.#writeFile(bytes, extensionOf(mimeType, resource.uri));
-      return { type: 'resource', uri: resource.uri, path, mimeType };
+      return { type: 'resource', uri: resource.uri, ...describeSaved(path, bytes, mimeType) };
     }
-    const path = await this.#writeFile(Buffer.from(block.data, 'base64'), extensionOf(block.mimeType, undefined));
-    return { type: block.type, path, mimeType: block.mimeType };
+    const bytes = Buffer.from(block.data, 'base64');
+    const path = await this.#writeFile(bytes, extensionOf(block.mimeType, undefined));
+    return { type: block.type, ...describeSaved(path, bytes, block.mimeType) };
   }
 
   async #writeFile(bytes: Buffer, extension: string): Promise<string> {
@@ -210,6 +224,15 @@ class SavedFiles {
     await writeFile(path, bytes, { flag: 'wx' });
     return path;
   }
+}
+
+function describeSaved(path: string, bytes: Buffer, mimeType: string): Omit<SavedContentFile, 'type'> {
+  return {
+    name: basename(path),
+    mimeType,
+    bytes: bytes.length,
+    ...(bytes.length <= MAX_INLINE_MEDIA_BYTES ? { data: bytes.toString('base64') } : {}),
+  };
 }
 
 function identityOf(block: SavableBlock): string {

@@ -1,8 +1,15 @@
 import { readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import type { CallToolResult, ImageContent, Tool as McpTool, TextContent } from '@modelcontextprotocol/sdk/types.js';
+import type {
+  CallToolResult,
+  EmbeddedResource,
+  ImageContent,
+  Tool as McpTool,
+  TextContent,
+} from '@modelcontextprotocol/sdk/types.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { errorMessage } from '../core/errors.js';
 import { CODECALL_VERSION } from '../core/package-version.js';
@@ -106,8 +113,9 @@ export function createExecuteCodeServer(codecall: ExecuteCodeHost): Server {
 export async function toCallToolResult(result: ExecuteResult): Promise<CallToolResult> {
   const text: TextContent = { type: 'text', text: formatResultForModel(result) };
   const images = await imageContents(result.artifacts ?? []);
+  const resources = await textResourceContents(result.artifacts ?? []);
   return {
-    content: [text, ...images],
+    content: [text, ...images, ...resources],
     structuredContent: JSON.parse(JSON.stringify(result)) as Record<string, unknown>,
     isError: result.status !== 'success',
   };
@@ -171,6 +179,35 @@ function parseArguments(toolName: string, args: Record<string, unknown> | undefi
 
 function errorResult(message: string): CallToolResult {
   return { content: [{ type: 'text', text: message }], isError: true };
+}
+
+/** Text artifacts (`text/*`, JSON) up to this size come back as embedded resources, the others by name in the text. */
+export const MAX_TEXT_RESOURCE_BYTES = 64 * 1024;
+/** Embedded text resources in one response at most. */
+export const MAX_TEXT_RESOURCES = 10;
+
+function isTextType(mimeType: string): boolean {
+  return mimeType.startsWith('text/') || mimeType === 'application/json';
+}
+
+// A remote client cannot open a host path: small text files travel inside the response, named by a URI of their own.
+async function textResourceContents(artifacts: readonly Artifact[]): Promise<EmbeddedResource[]> {
+  const resources: EmbeddedResource[] = [];
+  for (const artifact of artifacts) {
+    if (resources.length >= MAX_TEXT_RESOURCES) break;
+    if (!isTextType(artifact.mimeType) || artifact.bytes > MAX_TEXT_RESOURCE_BYTES) continue;
+    const bytes = await readFile(artifact.path).catch(() => undefined);
+    if (bytes === undefined || bytes.length > MAX_TEXT_RESOURCE_BYTES) continue;
+    resources.push({
+      type: 'resource',
+      resource: {
+        uri: `codecall-artifact:${encodeURIComponent(basename(artifact.path))}`,
+        mimeType: artifact.mimeType,
+        text: bytes.toString('utf8'),
+      },
+    });
+  }
+  return resources;
 }
 
 async function imageContents(artifacts: readonly Artifact[]): Promise<ImageContent[]> {

@@ -58,6 +58,12 @@ export const CELL_NOTIFICATION = '$cell';
 /** Script → host: a session cell finished (`params: { id, exitCode, exception, stdout, stderr }`). */
 export const CELL_DONE_NOTIFICATION = '$cell_done';
 
+/**
+ * Script → host: one chunk of an artifact (`params: { name, offset, data, final, mimeType? }`, `data` in base64).
+ * The host writes it into a folder only the host writes; the script never names a host path.
+ */
+export const ARTIFACT_NOTIFICATION = '$artifact';
+
 /** Start of the marker the boot writes at the end of a script's or a cell's output; the nonce follows. */
 export const OUTPUT_END_MARKER_PREFIX = '\0codecall-end-';
 

@@ -32,7 +32,8 @@ export interface ToolCallServerOptions {
   readonly socket: Duplex;
   readonly tools: ToolLookup;
   readonly runId: string;
-  readonly artifactsDir: string;
+  /** The host-only folder where tools save files for the caller, or how to find the running run's or cell's. */
+  readonly artifactsDir: string | (() => string);
   readonly maxToolCalls: number;
   readonly toolCallTimeoutMs: number;
   readonly maxFrameBytes: number;
@@ -349,7 +350,9 @@ export class ToolCallServer {
     }
     let pending: Promise<unknown>;
     try {
-      pending = call.tool.invoke(checked.value, new CallContext(call, this.#options.runId, this.#options.artifactsDir));
+      const { artifactsDir } = this.#options;
+      const folder = typeof artifactsDir === 'function' ? artifactsDir() : artifactsDir;
+      pending = call.tool.invoke(checked.value, new CallContext(call, this.#options.runId, folder));
     } catch (error) {
       this.#finish(call, encodeErrorReply(call.id, ChannelErrorCode.toolFailed, describeThrownValue(error)));
       return;

@@ -51,7 +51,7 @@ export function buildScriptEnvironment(options: ScriptEnvironmentOptions): Recor
     MPLBACKEND: 'Agg',
     [BootVariable.channelFileDescriptor]: String(CHANNEL_FILE_DESCRIPTOR),
     [BootVariable.maxFrameBytes]: String(limits.maxFrameBytes),
-    CODECALL_ARTIFACTS_DIR: options.artifactsDir,
+    [BootVariable.artifactsDirectory]: options.artifactsDir,
     [BootVariable.resourceLimits]: [
       `as=${limits.memoryBytes}`,
       `nproc=${limits.maxProcesses}`,

@@ -142,6 +142,7 @@ print(json.dumps({"loaded": loaded, "all": tools.__all__}))`;
         'json_parse',
         'shell_quote',
         'retry',
+        'save_artifact',
       ],
     });
   });
@@ -267,8 +268,8 @@ print(json.dumps({
     const script = `
 import json
 import tools, codecall_runtime
-print(json.dumps([getattr(tools, name) is getattr(codecall_runtime, name) for name in ["ToolError", "json_parse", "shell_quote", "retry"]]))`;
-    expect(runJson(script)).toEqual([true, true, true, true]);
+print(json.dumps([getattr(tools, name) is getattr(codecall_runtime, name) for name in ["ToolError", "json_parse", "shell_quote", "retry", "save_artifact"]]))`;
+    expect(runJson(script)).toEqual([true, true, true, true, true]);
   });
 
   it('finds tools with search_tools, loading the catalog only then', () => {

@@ -102,6 +102,7 @@ A failing tool raises ToolError. Optional arguments left at None are not sent, s
   \`await asyncio.gather(tools.aio.first(...), tools.aio.second(...))\`
 - tools.search_tools("query") finds functions by name and description; help(function) shows one.
 - json_parse, shell_quote and retry are helpers of the runtime (see help()).
+- save_artifact("name.ext", data) returns a file (bytes or str) with the result; open matplotlib figures come back as PNG.
 
 Submodules, imported on first use:
 - tools.github (1 function): GitHub access.
@@ -109,7 +110,7 @@ Submodules, imported on first use:
 
 from __future__ import annotations
 
-from codecall_runtime import ToolError, json_parse, retry, shell_quote
+from codecall_runtime import ToolError, json_parse, retry, save_artifact, shell_quote
 from codecall_runtime import call as _runtime_call
 from codecall_runtime import search_catalog as _search_catalog
 
@@ -120,6 +121,7 @@ __all__ = [
     "json_parse",
     "shell_quote",
     "retry",
+    "save_artifact",
 ]
 
 _SUBMODULES = ("aio", "github")

@@ -555,14 +555,15 @@ describe('output the model sees', () => {
   });
 
   it('completes on process exit, not on stdout EOF (O4)', async () => {
-    // The file is the script's last act, after its output closed: a run that ended at EOF would not collect it.
+    // The artifact is the script's last act, after its output closed: a run that ended at EOF would not receive it.
     const result = await codecall.execute(
       [
         'import os, time',
+        'from codecall_runtime import save_artifact',
         'os.close(1)',
         'os.close(2)',
         'time.sleep(1)',
-        'open(os.path.join(os.environ["CODECALL_ARTIFACTS_DIR"], "last-act.txt"), "w").write("after EOF")',
+        'save_artifact("last-act.txt", "after EOF")',
         'os._exit(0)',
       ].join('\n'),
     );

@@ -121,6 +121,7 @@ function runOptions(overrides: Partial<SuperviseOptions> = {}): SuperviseOptions
     limits: limitsOf(),
     nonce: 'n0nce',
     fullOutputPath: join(outputRoot, `span-${spans}-stdout.txt`),
+    artifactsFolder: join(outputRoot, `span-${spans}`),
     stopPolicy: recordingPolicy().policy,
     ...overrides,
   };

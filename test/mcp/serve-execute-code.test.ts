@@ -33,6 +33,8 @@ const IMAGE_SCRIPT = [
   'import base64, os',
   'path = os.path.join(os.environ["CODECALL_ARTIFACTS_DIR"], "dot.png")',
   `open(path, "wb").write(base64.b64decode(${JSON.stringify(TINY_PNG_BASE64)}))`,
+  'from tools import save_artifact',
+  'save_artifact("table.csv", "a,b\\n1,2\\n")',
   'print("saved")',
 ].join('\n');
 
@@ -121,9 +123,14 @@ async function checkExecuteCodeOver(client: Client): Promise<void> {
 
   const image = await callExecuteCode(client, IMAGE_SCRIPT);
   expect(image.isError).toBe(false);
+  // Images as image content, small text files as embedded resources: never a host path.
   expect(image.content).toEqual([
-    { type: 'text', text: 'saved\n' },
+    {
+      type: 'text',
+      text: 'saved\n[artifact] table.csv (text/csv, 8 bytes)\n[artifact] dot.png (image/png, 69 bytes)\n',
+    },
     { type: 'image', data: TINY_PNG_BASE64, mimeType: 'image/png' },
+    { type: 'resource', resource: { uri: 'codecall-artifact:table.csv', mimeType: 'text/csv', text: 'a,b\n1,2\n' } },
   ]);
 
   // Each connection has its own session: state persists between calls until reset.

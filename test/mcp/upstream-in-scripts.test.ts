@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -89,20 +89,20 @@ describe('upstream MCP servers in scripts', () => {
     expect(result.stdout).toBe('refused: True\n');
   });
 
-  it('returns upstream images as artifacts the script gets a path to', async () => {
+  it('returns upstream images as artifacts, the script getting their name and bytes, not a host path', async () => {
     const codecall = newCodecall({ mcpServers: { fs: filesystemServer(filesRoot) } });
     const result = await codecall.execute(
       [
         'from tools.fs import read_media_file',
         `image = read_media_file(path=${JSON.stringify(join(filesRoot, 'dot.png'))})["content"][0]`,
-        'print(image["type"], image["mimeType"], image["path"].endswith(".png"))',
+        'print(image["type"], image["mimeType"], image["name"].endswith(".png"), "path" in image)',
       ].join('\n'),
     );
-    expect(result.stdout).toBe('image image/png True\n');
+    expect(result.stdout).toBe('image image/png True False\n');
     expect(result.artifacts?.map((artifact) => artifact.mimeType)).toEqual(['image/png']);
   });
 
-  it('sanitises tool names like get-tiny-image and hands images over as files', async () => {
+  it('sanitises tool names like get-tiny-image and hands images over with their bytes', async () => {
     const codecall = newCodecall({
       mcpServers: { fixture: { command: process.execPath, args: [FIXTURE_SERVER_PATH] } },
     });
@@ -110,21 +110,44 @@ describe('upstream MCP servers in scripts', () => {
       [
         'from tools.fixture import get_tiny_image, mixed',
         'image = get_tiny_image()',
+        'import base64',
         'print(sorted(image), image["type"], image["mimeType"])',
-        'with open(image["path"], "rb") as file:',
-        '    print(file.read(4) == b"\\x89PNG")',
+        'print(base64.b64decode(image["data"])[:4] == b"\\x89PNG")',
         'print([part if isinstance(part, str) else part["type"] for part in mixed()])',
       ].join('\n'),
     );
     expect(result.error).toBeUndefined();
     expect(result.stdout).toBe(
-      "['mimeType', 'path', 'type'] image image/png\nTrue\n['caption', 'image', 'resource', 'resource_link']\n",
+      "['bytes', 'data', 'mimeType', 'name', 'type'] image image/png\nTrue\n['caption', 'image', 'resource', 'resource_link']\n",
     );
     expect(result.artifacts?.map((artifact) => artifact.mimeType).sort()).toEqual([
       'image/png',
       'image/png',
       'text/markdown',
     ]);
+  });
+
+  it('writes no upstream media into a host folder the artifacts folder was swapped for a link to', async () => {
+    const canary = join(directory, 'media-canary');
+    mkdirSync(canary, { mode: 0o755 });
+    writeFileSync(join(canary, 'keep.txt'), 'canary');
+    const codecall = newCodecall({
+      mcpServers: { fixture: { command: process.execPath, args: [FIXTURE_SERVER_PATH] } },
+    });
+    const result = await codecall.execute(
+      [
+        'import os, shutil',
+        'from tools.fixture import get_tiny_image',
+        'artifacts = os.environ["CODECALL_ARTIFACTS_DIR"]',
+        'shutil.rmtree(artifacts)',
+        `os.symlink(${JSON.stringify(canary)}, artifacts)`,
+        'print(get_tiny_image()["type"])',
+      ].join('\n'),
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: 'image\n' });
+    expect(readdirSync(canary)).toEqual(['keep.txt']);
+    expect(result.artifacts?.map((artifact) => artifact.mimeType)).toEqual(['image/png']);
+    expect(result.artifacts?.[0]?.path.startsWith(canary)).toBe(false);
   });
 
   it('reconnects a server killed between runs', async () => {

@@ -114,18 +114,18 @@ describe('an upstream stdio server (server-filesystem)', () => {
     await expect(read.invoke({ path: '/etc/passwd' }, toolContext(artifactsDir))).rejects.toThrow(/Access denied/);
   });
 
-  it('saves images embedded in structured content as artifacts and returns their paths', async () => {
+  it('saves images embedded in structured content as artifacts and returns their names and bytes', async () => {
     const files = source('files', filesystemServer(filesRoot));
     const readMedia = await toolNamed(files, 'files/read_media_file');
     const result = (await readMedia.invoke({ path: join(filesRoot, 'dot.png') }, toolContext(artifactsDir))) as {
-      content: { type: string; path: string; mimeType: string }[];
+      content: { type: string; name: string; mimeType: string; data: string }[];
     };
     expect(result.content).toHaveLength(1);
     const image = result.content[0];
     expect(image).toMatchObject({ type: 'image', mimeType: 'image/png' });
-    expect(image?.path.startsWith(artifactsDir)).toBe(true);
-    expect(image?.path.endsWith('.png')).toBe(true);
-    expect(readFileSync(image?.path ?? '')).toEqual(readFileSync(join(filesRoot, 'dot.png')));
+    expect(image?.name.endsWith('.png')).toBe(true);
+    expect(readFileSync(join(artifactsDir, image?.name ?? ''))).toEqual(readFileSync(join(filesRoot, 'dot.png')));
+    expect(Buffer.from(image?.data ?? '', 'base64')).toEqual(readFileSync(join(filesRoot, 'dot.png')));
   });
 
   it('fails a call whose server is killed during it with an error naming the server, then recovers', async () => {
@@ -260,8 +260,8 @@ describe('an upstream Streamable HTTP server', () => {
     expect(mixed[0]).toBe('caption');
     expect(mixed[1]).toMatchObject({ type: 'image', mimeType: 'image/png' });
     expect(mixed[2]).toMatchObject({ type: 'resource', uri: 'file:///notes/report.md', mimeType: 'text/markdown' });
-    expect(readFileSync(String(mixed[2]?.path), 'utf8')).toBe('# Report');
-    expect(String(mixed[2]?.path).endsWith('.md')).toBe(true);
+    expect(readFileSync(join(artifactsDir, String(mixed[2]?.name)), 'utf8')).toBe('# Report');
+    expect(String(mixed[2]?.name).endsWith('.md')).toBe(true);
     expect(mixed[3]).toEqual({
       type: 'resource_link',
       uri: 'file:///notes/other.md',

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { CodecallAbortError } from '../../core/errors.js';
 import type { Limits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
-import { collectArtifacts } from './artifacts.js';
+import type { ReceivedArtifacts } from './artifact-sink.js';
 import type { HintContext } from './failure-hints.js';
 import { buildResult, type ProcessOutcome } from './run-result.js';
 
@@ -21,11 +21,10 @@ export function outputPathsOf(outputRoot: string, name: string): OutputPaths {
 
 /** Options of {@link finishResult}. */
 export interface FinishResultOptions {
-  readonly outcome: ProcessOutcome;
+  /** The supervised outcome, with the artifacts the script sent over the channel. */
+  readonly outcome: ProcessOutcome & { readonly artifacts: ReceivedArtifacts };
   readonly limits: Limits;
   readonly hintContext: Omit<HintContext, 'limits'>;
-  /** The artifacts directory the script wrote to, and where its files go. */
-  readonly artifactsDirectory: string;
   readonly outputPaths: OutputPaths;
   /** `performance.now()` when the call started. */
   readonly startedAt: number;
@@ -38,11 +37,10 @@ export interface FinishResultOptions {
 }
 
 /**
- * The result of a supervised run or cell: its artifacts moved out of the run directory, then the result built from the
- * outcome. Run and cell alike reject with an AbortError when their signal stopped them.
+ * The result of a supervised run or cell, built from its outcome (the artifacts it sent are already on the host).
+ * Run and cell alike reject with an AbortError when their signal stopped them.
  */
 export async function finishResult(options: FinishResultOptions): Promise<ExecuteResult> {
-  const artifacts = await collectArtifacts(options.artifactsDirectory, options.outputPaths.artifacts);
   if (options.outcome.reason === 'aborted' && options.signal?.aborted) {
     throw new CodecallAbortError(options.signal.reason);
   }
@@ -50,7 +48,8 @@ export async function finishResult(options: FinishResultOptions): Promise<Execut
     outcome: options.outcome,
     limits: options.limits,
     hintContext: options.hintContext,
-    artifacts,
+    artifacts: options.outcome.artifacts.artifacts,
+    artifactsNote: options.outcome.artifacts.note,
     durationMs: performance.now() - options.startedAt,
     stateLost: options.stateLost,
     redactSecrets: options.redactSecrets,

@@ -1,3 +1,4 @@
+import { basename } from 'node:path';
 import type { ExecuteResult } from '../../core/result.js';
 import { boundScriptText, cleanErrorType, cleanScriptText } from '../../core/script-text.js';
 
@@ -31,16 +32,46 @@ function bounded(text: string, maxBytes: number): string {
   return boundScriptText(text, { maxBytes, redactSecrets: false });
 }
 
+/** One line per artifact (`[artifact] name (type, size)`) when `list`, then what was dropped, if anything. */
+function artifactLines(result: ExecuteResult, list: boolean): string[] {
+  const lines = (list ? (result.artifacts ?? []) : []).map(
+    (artifact) =>
+      `[artifact] ${clean(basename(artifact.path))} (${clean(artifact.mimeType)}, ${sizeText(artifact.bytes)})`,
+  );
+  if (result.artifactsNote !== undefined) lines.push(`[artifacts] ${clean(result.artifactsNote)}`);
+  return lines;
+}
+
+function sizeText(bytes: number): string {
+  if (bytes < 1024) return `${bytes} bytes`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
+}
+
+/** Options of {@link formatResultForModel}. */
+export interface FormatResultOptions {
+  /** List the artifacts (name, type, size) and what was dropped of them; false when the caller lists them itself. */
+  readonly listArtifacts?: boolean | undefined;
+}
+
 /**
  * Renders the compact text the model sees: the script's stdout, then — when the run did not succeed — its status,
- * error, traceback and hint.
+ * error, traceback and hint; the artifacts it saved (name, type, size), unless the caller lists them.
  */
-export function formatResultForModel(result: ExecuteResult): string {
+export function formatResultForModel(result: ExecuteResult, options: FormatResultOptions = {}): string {
   const parts: string[] = [];
   const stdout = clean(result.stdout).replace(/\n+$/, '');
   if (stdout.length > 0) parts.push(stdout);
+  const artifacts = artifactLines(result, options.listArtifacts !== false);
   if (result.status === 'success') {
-    if (parts.length === 0) parts.push('(the script printed nothing; print the values you need)');
+    if (parts.length === 0) {
+      parts.push(
+        (result.artifacts ?? []).length > 0
+          ? '(the script printed nothing; it saved the files below)'
+          : '(the script printed nothing; print the values you need)',
+      );
+    }
+    parts.push(...artifacts);
     if (result.stateLost) parts.push(STATE_LOST_NOTICE);
     return `${parts.join('\n')}\n`;
   }
@@ -57,6 +88,7 @@ export function formatResultForModel(result: ExecuteResult): string {
   } else if (result.stderr.trim().length > 0) {
     lines.push(bounded(result.stderr.trim(), MAX_STDERR_BYTES_FOR_MODEL));
   }
+  lines.push(...artifacts);
   if (result.hint) lines.push(`[hint] ${clean(result.hint)}`);
   if (result.stateLost) lines.push(STATE_LOST_NOTICE);
   if (parts.length > 0) parts.push('');

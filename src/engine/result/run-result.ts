@@ -29,6 +29,8 @@ export interface BuildResultOptions {
   readonly limits: Limits;
   readonly hintContext: Omit<HintContext, 'limits'>;
   readonly artifacts: ExecuteResult['artifacts'];
+  /** What was dropped of the artifacts the script sent, if anything. */
+  readonly artifactsNote?: string | undefined;
   readonly durationMs: number;
   /** Sessions: the interpreter was replaced (variables of earlier cells are gone). */
   readonly stateLost?: boolean | undefined;
@@ -150,6 +152,7 @@ export function buildResult(options: BuildResultOptions): ExecuteResult {
     ...(outcome.isolationWarning !== undefined ? { isolationWarning: outcome.isolationWarning } : {}),
     ...(outcome.reason !== undefined ? { reason: outcome.reason } : {}),
     ...(artifacts !== undefined && artifacts.length > 0 ? { artifacts } : {}),
+    ...(options.artifactsNote !== undefined ? { artifactsNote: options.artifactsNote } : {}),
     ...(options.stateLost ? { stateLost: true } : {}),
   };
   const hint = status === 'success' ? undefined : failureHint(base, { ...options.hintContext, limits });

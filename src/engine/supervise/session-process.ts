@@ -53,6 +53,8 @@ export class SessionProcess {
     readonly code: string;
     readonly limits: Limits;
     readonly outputPath: string;
+    /** The host-only folder the cell's artifacts are written into. */
+    readonly artifactsFolder: string;
     readonly signal?: AbortSignal | undefined;
   }): Promise<SupervisedOutcome> {
     const { id, limits } = options;
@@ -61,6 +63,7 @@ export class SessionProcess {
       limits,
       nonce,
       fullOutputPath: options.outputPath,
+      artifactsFolder: options.artifactsFolder,
       stopPolicy: interruptThenKillPolicy(this.launched, id),
       handOver: cellFrame({ id, code: options.code, nonce, cpuSeconds: limits.cpuSeconds }),
       cellId: id,

@@ -158,7 +158,14 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
       this.#cells += 1;
       const id = this.#cells;
       const outputPaths = outputPathsOf(environment.outputRoot, `${launched.runId}-${id}`);
-      const outcome = await process.run({ id, code, limits, outputPath: outputPaths.stdout, signal });
+      const outcome = await process.run({
+        id,
+        code,
+        limits,
+        outputPath: outputPaths.stdout,
+        artifactsFolder: outputPaths.artifacts,
+        signal,
+      });
       const died = outcome.processEnded;
       if (died) this.#stateLostUnreported = true;
       const stateLost = this.#stateLostUnreported;
@@ -168,7 +175,6 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
           outcome,
           limits,
           hintContext: environment.hintContext,
-          artifactsDirectory: launched.directory.artifacts,
           outputPaths,
           startedAt,
           signal,
@@ -176,7 +182,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
           redactSecrets: environment.redactSecrets,
         });
       } finally {
-        // After the artifacts are out: forgetting the process releases its run directory.
+        // After the result is built: forgetting the process releases its run directory.
         if (died) this.#forgetProcess(process);
       }
       this.#stateLostUnreported = false;

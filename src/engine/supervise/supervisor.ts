@@ -1,9 +1,15 @@
 import type { Readable } from 'node:stream';
 import type { IsolationLevel, LimitReason } from '../../core/isolation.js';
 import type { Limits } from '../../core/limits.js';
-import { CELL_DONE_NOTIFICATION, DONE_NOTIFICATION, type ScriptExceptionReport } from '../../rpc/protocol.js';
+import {
+  ARTIFACT_NOTIFICATION,
+  CELL_DONE_NOTIFICATION,
+  DONE_NOTIFICATION,
+  type ScriptExceptionReport,
+} from '../../rpc/protocol.js';
 import { exceptionReport, ToolCallServer, type ToolLookup } from '../../rpc/tool-call-server.js';
 import { type LaunchedInterpreter, type ProcessExit, settledWithin } from '../launch/interpreter-launch.js';
+import { ArtifactSink, type ReceivedArtifacts } from '../result/artifact-sink.js';
 import type { ProcessOutcome } from '../result/run-result.js';
 import { type ExitStatus, exitStatusOf, limitReasonOf } from './limit-reason.js';
 import { OutputCapture } from './output-capture.js';
@@ -53,6 +59,8 @@ export interface SuperviseOptions {
   readonly nonce: string | undefined;
   /** Where the complete stdout is saved once it outgrows what the result keeps. */
   readonly fullOutputPath: string;
+  /** The host-only folder the `$artifact` frames of this run or cell are written into (created when one comes). */
+  readonly artifactsFolder: string;
   /** How to stop it early: the one point where a run and a cell differ. */
   readonly stopPolicy: StopPolicy;
   /** The frame that hands the code over (`$run`, `$cell`), written first; none for a cold run (its file has it). */
@@ -72,6 +80,8 @@ export interface SuperviseOptions {
 export interface SupervisedOutcome extends ProcessOutcome {
   /** The interpreter exited (or, for a run, its boot reported its exit): it cannot run anything more. */
   readonly processEnded: boolean;
+  /** What the script sent as artifacts (`$artifact`), written to the host-only folder. */
+  readonly artifacts: ReceivedArtifacts;
 }
 
 /** What `$cell_done` reported. */
@@ -104,6 +114,8 @@ interface Supervised {
   readonly options: SuperviseOptions;
   readonly stdout: OutputCapture;
   readonly stderr: OutputCapture;
+  /** Receives its `$artifact` frames. */
+  readonly artifacts: ArtifactSink;
   /** The first reason it was stopped for. */
   stoppedFor: LimitReason | undefined;
   /** Cancels the stop policy's pending steps; set once stopping started. */
@@ -150,7 +162,8 @@ export class Supervisor {
       socket: process.channel,
       tools: options.tools,
       runId: process.runId,
-      artifactsDir: process.directory.artifacts,
+      // A folder only the host writes (never the script's artifacts directory): calls come only while one runs.
+      artifactsDir: () => this.#current?.options.artifactsFolder ?? '',
       maxToolCalls: limits.maxToolCalls,
       toolCallTimeoutMs: limits.toolCallTimeoutMs,
       maxFrameBytes: limits.maxFrameBytes,
@@ -205,6 +218,7 @@ export class Supervisor {
         maxFullOutputBytes: limits.maxOutputBytes,
       }),
       stderr: new OutputCapture({ keepBytes: limits.maxStderrBytes }),
+      artifacts: new ArtifactSink({ folder: options.artifactsFolder }),
       stoppedFor: undefined,
       cancelStop: undefined,
       exception: undefined,
@@ -286,7 +300,11 @@ export class Supervisor {
       exception,
       toolCallLimitReached,
     });
-    const [stdoutCapture, stderrCapture] = await Promise.all([current.stdout.finish(), current.stderr.finish()]);
+    const [stdoutCapture, stderrCapture, artifacts] = await Promise.all([
+      current.stdout.finish(),
+      current.stderr.finish(),
+      current.artifacts.finish(),
+    ]);
     return {
       exitCode: status.exitCode,
       signal: status.signal,
@@ -299,6 +317,7 @@ export class Supervisor {
       isolation: this.#isolation,
       isolationWarning: this.#isolationWarning,
       processEnded: 'exit' in end,
+      artifacts,
     };
   }
 
@@ -383,6 +402,10 @@ export class Supervisor {
     const current = this.#current;
     if (current === undefined) return;
     const { cellId } = current.options;
+    if (method === ARTIFACT_NOTIFICATION) {
+      if (current.end === undefined) current.artifacts.receive(params);
+      return;
+    }
     if (method === DONE_NOTIFICATION && cellId === undefined) {
       const exitCode = (params as { exitCode?: unknown } | null)?.exitCode;
       if (typeof exitCode === 'number' && Number.isInteger(exitCode)) {

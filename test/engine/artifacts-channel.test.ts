@@ -1,0 +1,216 @@
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { formatResultForModel } from '../../src/engine/result/format-result.js';
+import { useCodecalls } from '../support/codecall-fixture.js';
+
+const codecallWith = useCodecalls();
+const scratch = mkdtempSync(join(tmpdir(), 'codecall-artifact-canaries-'));
+chmodSync(scratch, 0o755);
+let canaries = 0;
+
+afterAll(() => {
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+/** A host folder with files every user can read (the script could read them anyway): none may move or change. */
+function canaryFolder(): { folder: string; check: () => void } {
+  canaries += 1;
+  const folder = join(scratch, `canary-${canaries}`);
+  mkdirSync(folder, { mode: 0o755 });
+  const files = { 'keep.png': 'canary png', 'keep.txt': 'canary text' };
+  for (const [name, text] of Object.entries(files)) {
+    writeFileSync(join(folder, name), text);
+    chmodSync(join(folder, name), 0o644);
+  }
+  return {
+    folder,
+    check: () => {
+      expect(readdirSync(folder).sort()).toEqual(Object.keys(files).sort());
+      for (const [name, text] of Object.entries(files)) expect(readFileSync(join(folder, name), 'utf8')).toBe(text);
+    },
+  };
+}
+
+/** Lines of Python replacing the artifacts folder by a link to `target`. */
+function swapArtifactsFor(target: string): string[] {
+  return [
+    'import os, shutil',
+    'artifacts = os.environ["CODECALL_ARTIFACTS_DIR"]',
+    'shutil.rmtree(artifacts)',
+    `os.symlink(${JSON.stringify(target)}, artifacts)`,
+  ];
+}
+
+const bytesOf = (path: string) => readFileSync(path);
+const namesOf = (result: { artifacts?: readonly { path: string }[] | undefined }) =>
+  (result.artifacts ?? []).map((artifact) => basename(artifact.path)).sort();
+
+describe.each([
+  ['a cold run', 0],
+  ['a pooled run', 1],
+])('artifacts through the channel in %s', (_name, size) => {
+  const codecall = codecallWith({ pool: { size } });
+
+  it('returns save_artifact data (bytes and str) and a file of the artifacts folder with their exact bytes', async () => {
+    const result = await codecall.execute(
+      [
+        'import os',
+        'from codecall_runtime import save_artifact',
+        'print(save_artifact("data.bin", bytes(range(256)) * 4000))',
+        'print(save_artifact("data.bin", "second"))',
+        'with open(os.path.join(os.environ["CODECALL_ARTIFACTS_DIR"], "notes.md"), "w") as file:',
+        '    file.write("# notes\\n")',
+      ].join('\n'),
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: 'data.bin\ndata-2.bin\n' });
+    expect(namesOf(result)).toEqual(['data-2.bin', 'data.bin', 'notes.md']);
+    const byName = new Map(result.artifacts?.map((artifact) => [basename(artifact.path), artifact]));
+    const pattern = Buffer.from(Array.from({ length: 256 }, (_, index) => index));
+    // Compared with equals(): a deep toEqual of a megabyte takes seconds.
+    expect(bytesOf(byName.get('data.bin')?.path ?? '').equals(Buffer.concat(Array(4000).fill(pattern)))).toBe(true);
+    expect(byName.get('data.bin')).toMatchObject({ mimeType: 'application/octet-stream', bytes: 256 * 4000 });
+    expect(bytesOf(byName.get('data-2.bin')?.path ?? '').toString()).toBe('second');
+    expect(byName.get('notes.md')).toMatchObject({ mimeType: 'text/markdown', bytes: 8 });
+    // The host's copy is in its own outputs folder, not in the (removed) run directory.
+    expect(byName.get('notes.md')?.path).toMatch(/\/outputs\/[^/]+\/notes\.md$/);
+  });
+
+  it('never moves host files when the artifacts folder is a link to a host folder (canaries stay)', async () => {
+    const canary = canaryFolder();
+    const result = await codecall.execute(swapArtifactsFor(canary.folder).join('\n'));
+    expect(result.status).toBe('success');
+    canary.check();
+  });
+
+  it('never reads through a link named like an artifact (/etc/shadow), and a FIFO does not hang the run', async () => {
+    const result = await codecall.execute(
+      [
+        'import os',
+        'artifacts = os.environ["CODECALL_ARTIFACTS_DIR"]',
+        'os.symlink("/etc/shadow", os.path.join(artifacts, "secret.txt"))',
+        'os.symlink("/etc/passwd", os.path.join(artifacts, "passwd.txt"))',
+        'os.mkfifo(os.path.join(artifacts, "pipe.png"))',
+        'os.mkfifo("chart.png")',
+        'open(os.path.join(artifacts, "real.txt"), "w").write("real")',
+      ].join('\n'),
+    );
+    expect(result.status).toBe('success');
+    expect(namesOf(result)).toEqual(['real.txt']);
+  });
+
+  it('refuses forged $artifact frames: traversal and absolute names, control characters, an unfinished one', async () => {
+    const forged = [
+      { name: '../escape.txt', offset: 0, data: 'eA==', final: true },
+      { name: '/etc/forged.txt', offset: 0, data: 'eA==', final: true },
+      { name: 'a\nb.txt', offset: 0, data: 'eA==', final: true },
+      { name: 'huge.bin', offset: 0, data: 'eA==', final: false },
+      { name: 'huge.bin', offset: 1024 ** 3, data: 'eA==', final: true },
+    ];
+    const result = await codecall.execute(
+      [
+        'import json',
+        'from codecall_runtime import get_channel',
+        'channel = get_channel()',
+        `for params in json.loads(${JSON.stringify(JSON.stringify(forged))}):`,
+        '    channel._send((json.dumps({"method": "$artifact", "params": params}) + "\\n").encode())',
+        'print("sent")',
+      ].join('\n'),
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: 'sent\n' });
+    expect(result.artifacts).toBeUndefined();
+    expect(result.artifactsNote).toContain('3 malformed frame(s) or unusable name(s)');
+    expect(readdirSync('/etc').includes('forged.txt')).toBe(false);
+    expect(formatResultForModel(result)).toContain('[artifacts] artifacts dropped');
+  });
+
+  it('sends images the script saved in its working directory, and says so to the model', async () => {
+    const result = await codecall.execute('open("plot.svg", "w").write("<svg/>")');
+    expect(namesOf(result)).toEqual(['plot.svg']);
+    expect(formatResultForModel(result)).toBe(
+      '(the script printed nothing; it saved the files below)\n[artifact] plot.svg (image/svg+xml, 6 bytes)\n',
+    );
+  });
+});
+
+describe('artifacts of session cells', () => {
+  const codecall = codecallWith();
+
+  it('sends each cell its own artifacts, and a thread swapping links between cells moves no host file', async () => {
+    const canary = canaryFolder();
+    const session = codecall.session();
+    const first = await session.execute(
+      [
+        'from codecall_runtime import save_artifact',
+        'save_artifact("cell-one.txt", "one")',
+        'open("one.png", "wb").write(b"png one")',
+      ].join('\n'),
+    );
+    expect(namesOf(first)).toEqual(['cell-one.txt', 'one.png']);
+    const swapping = await session.execute(
+      [
+        'import os, shutil, threading, time',
+        'artifacts = os.environ["CODECALL_ARTIFACTS_DIR"]',
+        'open(os.path.join(artifacts, "kept.txt"), "w").write("kept")',
+        'def swap():',
+        '    while True:',
+        '        try:',
+        `            os.symlink(${JSON.stringify(canary.folder)}, artifacts + ".link")`,
+        '            os.rename(artifacts, artifacts + ".real")',
+        '            os.rename(artifacts + ".link", artifacts)',
+        '            time.sleep(0.001)',
+        '            os.rename(artifacts, artifacts + ".link")',
+        '            os.rename(artifacts + ".real", artifacts)',
+        '            os.unlink(artifacts + ".link")',
+        '        except OSError:',
+        '            pass',
+        'threading.Thread(target=swap, daemon=True).start()',
+        'time.sleep(0.2)',
+      ].join('\n'),
+    );
+    expect(swapping.status).toBe('success');
+    for (let cell = 0; cell < 5; cell++) {
+      const result = await session.execute('import time\ntime.sleep(0.05)');
+      expect(result.status).toBe('success');
+    }
+    canary.check();
+    // What the thread's links let the script read it may send (copies: it could read them anyway); nothing moves.
+    const unchanged = await session.execute('print("still here")');
+    expect(unchanged.stdout).toBe('still here\n');
+    await session.close();
+    canary.check();
+  });
+});
+
+/** Whether Debian's interpreter has matplotlib (python3-matplotlib); the chart test says why it is skipped otherwise. */
+function systemMatplotlib(): boolean {
+  const probe = spawnSync('/usr/bin/python3', ['-c', 'import matplotlib.pyplot'], { encoding: 'utf8' });
+  if (probe.status !== 0) console.log('skipped: /usr/bin/python3 cannot import matplotlib (python3-matplotlib)');
+  return probe.status === 0;
+}
+
+describe.runIf(systemMatplotlib())('matplotlib charts come back as PNG artifacts', () => {
+  const codecall = codecallWith({ python: '/usr/bin/python3' });
+
+  it('sends a figure left open and one shown with plt.show(), with the Agg backend by default', async () => {
+    const result = await codecall.execute(
+      [
+        'import matplotlib',
+        'import matplotlib.pyplot as plt',
+        'print(matplotlib.get_backend())',
+        'plt.plot([1, 2, 3], [3, 1, 2])',
+        'plt.show()',
+        'plt.figure()',
+        'plt.bar(["a", "b"], [1, 2])',
+      ].join('\n'),
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: 'agg\n' });
+    expect(namesOf(result)).toEqual(['figure-1.png', 'figure-2.png']);
+    for (const artifact of result.artifacts ?? []) {
+      expect(artifact.mimeType).toBe('image/png');
+      expect(bytesOf(artifact.path).subarray(0, 8).toString('latin1')).toBe('\x89PNG\r\n\x1a\n');
+    }
+  });
+});
