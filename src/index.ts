@@ -22,10 +22,21 @@ export type {
 export { createCodecall } from './engine/codecall.js';
 export { formatResultForModel } from './engine/result/format-result.js';
 export { describeExecuteCode } from './engine/result/tool-definition.js';
+export type {
+  ArtifactEvent,
+  OutputEvent,
+  RunEndEvent,
+  RunEvent,
+  RunEventListener,
+  RunStartEvent,
+  ToolCallEndEvent,
+  ToolCallStartEvent,
+} from './engine/supervise/run-events.js';
 export type { CellOptions, CodecallSession, SessionOptions } from './engine/supervise/session.js';
 export type { PoolOptions } from './engine/supervise/warm-pool.js';
 export type { SandboxProbe, SandboxProbeOptions } from './sandbox/bubblewrap-probe.js';
 export { describeSandboxProbe, probeSandbox } from './sandbox/bubblewrap-probe.js';
 export type { InferToolArguments, ToolDefinition } from './tools/define-tool.js';
 export { defineTool } from './tools/define-tool.js';
-export type { JsonSchema, StandardSchema, Tool, ToolContext } from './tools/types.js';
+export type { ApproveToolCall, ToolApprovalDecision, ToolApprovalRequest } from './tools/tool-approval.js';
+export type { ApprovalCheck, JsonSchema, StandardSchema, Tool, ToolContext } from './tools/types.js';

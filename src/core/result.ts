@@ -43,6 +43,8 @@ export interface ExecuteResult {
   readonly hint?: string | undefined;
   /** Tool calls the script made. */
   readonly toolCalls: number;
+  /** Of those, the calls approval denied (the tool's `needsApproval` and the `approveToolCall` hook); absent when none. */
+  readonly deniedToolCalls?: number | undefined;
   readonly durationMs: number;
   readonly stdoutTruncated?: StdoutTruncation | undefined;
   /** Isolation the run actually had. */

@@ -7,7 +7,9 @@ import { defaultStateRoot } from '../core/state-folders.js';
 import { type McpServerConfig, parseMcpServers } from '../mcp-client/server-config.js';
 import { checkScriptVariables, type ScriptVariables } from '../sandbox/environment.js';
 import type { FileToolsPolicyOptions } from '../tools/file-access-policy.js';
+import type { ApproveToolCall } from '../tools/tool-approval.js';
 import type { Tool } from '../tools/types.js';
+import type { RunEvent, RunEventListener } from './supervise/run-events.js';
 import { DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS, type SessionOptions } from './supervise/session.js';
 import { type PoolOptions, resolvePoolSize } from './supervise/warm-pool.js';
 
@@ -58,6 +60,13 @@ export interface CodecallOptions {
   readonly redactSecrets?: boolean;
   /** What the built-in file tools must leave alone: `deniedPaths` patterns, version-control writes. */
   readonly files?: FileToolsPolicyOptions;
+  /**
+   * Asked before every call of a tool that needs approval (its `needsApproval`), with `{ tool, arguments, runId,
+   * signal }`; resolves to `true`, `false` or `{ allow: false, reason }`. A denied call raises ToolError in the script
+   * with the reason. A throw or rejection denies; without this hook, every call that needs approval is denied. The
+   * wait counts toward the call's `toolCallTimeoutMs`.
+   */
+  readonly approveToolCall?: ApproveToolCall;
 }
 
 /** The `sessions` option of `createCodecall`. */
@@ -79,6 +88,8 @@ export interface ExecuteOptions {
   readonly timeoutMs?: number;
   /** Other limits for this run only. */
   readonly limits?: Partial<Limits>;
+  /** Receives the run's live events (`run-start` ... `run-end`); see {@link RunEvent}. A throwing listener is ignored. */
+  readonly onEvent?: RunEventListener;
 }
 
 /** Names of the options `createCodecall` accepts (checked against {@link CodecallOptions} by the compiler). */
@@ -99,6 +110,7 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   sessions: true,
   redactSecrets: true,
   files: true,
+  approveToolCall: true,
 });
 
 const SESSIONS_OPTION_NAMES = knownKeys<keyof SessionsOptions>({ maxLive: true, idleTimeoutMs: true });
@@ -124,6 +136,7 @@ export interface ResolvedCodecallOptions {
   readonly redactSecrets: boolean;
   /** The `files` option as given; checked whole by the built-in file tools when the codecall is created. */
   readonly files: FileToolsPolicyOptions | undefined;
+  readonly approveToolCall: ApproveToolCall | undefined;
   /** Absolute path of the state folder. */
   readonly stateRoot: string;
   readonly poolSize: number;
@@ -168,8 +181,16 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
       { redactSecrets },
     );
   }
+  const approveToolCall = given.approveToolCall;
+  if (approveToolCall !== undefined && typeof approveToolCall !== 'function') {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `approveToolCall must be a function of { tool, arguments, runId }, got ${JSON.stringify(approveToolCall)}`,
+    );
+  }
   return {
     limits,
+    approveToolCall,
     moduleName: given.moduleName ?? DEFAULT_MODULE_NAME,
     sandbox,
     python,

@@ -108,6 +108,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
             signal: executeOptions.signal,
             onStart,
             deferCleanup: tracking.deferCleanup,
+            onEvent: executeOptions.onEvent,
           };
           return pooled !== undefined
             ? runPooledScript(environment, pooled, code, runOptions)

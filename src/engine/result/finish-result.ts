@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { CodecallAbortError } from '../../core/errors.js';
 import type { Limits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
+import type { RunEvents } from '../supervise/run-events.js';
 import { collectArtifacts } from './artifacts.js';
 import type { HintContext } from './failure-hints.js';
 import { buildResult, type ProcessOutcome } from './run-result.js';
@@ -35,18 +36,18 @@ export interface FinishResultOptions {
   readonly stateLost?: boolean | undefined;
   /** Mask secret-shaped tokens in what the result carries (the `redactSecrets` option; default true). */
   readonly redactSecrets?: boolean | undefined;
+  /** The run's live events: its artifacts and its end go there. */
+  readonly events?: RunEvents | undefined;
 }
 
 /**
  * The result of a supervised run or cell: its artifacts moved out of the run directory, then the result built from the
- * outcome. Run and cell alike reject with an AbortError when their signal stopped them.
+ * outcome. Run and cell alike reject with an AbortError when their signal stopped them; the error carries the result
+ * (status `aborted`, what was printed up to the abort).
  */
 export async function finishResult(options: FinishResultOptions): Promise<ExecuteResult> {
   const artifacts = await collectArtifacts(options.artifactsDirectory, options.outputPaths.artifacts);
-  if (options.outcome.reason === 'aborted' && options.signal?.aborted) {
-    throw new CodecallAbortError(options.signal.reason);
-  }
-  return buildResult({
+  const result = buildResult({
     outcome: options.outcome,
     limits: options.limits,
     hintContext: options.hintContext,
@@ -55,4 +56,9 @@ export async function finishResult(options: FinishResultOptions): Promise<Execut
     stateLost: options.stateLost,
     redactSecrets: options.redactSecrets,
   });
+  options.events?.end(result);
+  if (options.outcome.reason === 'aborted' && options.signal?.aborted) {
+    throw new CodecallAbortError(options.signal.reason, result);
+  }
+  return result;
 }

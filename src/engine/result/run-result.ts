@@ -18,6 +18,8 @@ export interface ProcessOutcome {
   readonly stderr: CapturedOutput;
   readonly exception?: ScriptExceptionReport | undefined;
   readonly toolCalls: number;
+  /** Of those, the calls approval denied. */
+  readonly deniedToolCalls?: number | undefined;
   readonly toolCallLimitReached: boolean;
   readonly isolation: ExecuteResult['isolation'];
 }
@@ -135,6 +137,7 @@ export function buildResult(options: BuildResultOptions): ExecuteResult {
     ...(outcome.signal !== null ? { signal: outcome.signal } : {}),
     ...(error !== undefined ? { error } : {}),
     toolCalls: outcome.toolCalls,
+    ...(outcome.deniedToolCalls ? { deniedToolCalls: outcome.deniedToolCalls } : {}),
     durationMs: Math.round(durationMs * 100) / 100,
     ...(outcome.stdout.truncated
       ? {

@@ -6,6 +6,7 @@ import { type LaunchedInterpreter, launchInterpreter, type RunEnvironment } from
 import { createRunId } from '../launch/run-directory.js';
 import { finishResult, outputPathsOf } from '../result/finish-result.js';
 import { runFrame } from './hand-over.js';
+import { type RunEventListener, runEventsFor } from './run-events.js';
 import { killPolicy } from './stop-policy.js';
 import { Supervisor } from './supervisor.js';
 
@@ -21,13 +22,15 @@ export interface RunOptions {
    * before the result either way. Without it the run awaits the whole cleanup.
    */
   readonly deferCleanup?: ((cleanup: Promise<void>) => void) | undefined;
+  /** Receives the run's live events. */
+  readonly onEvent?: RunEventListener | undefined;
 }
 
 /**
  * Runs one script in a fresh interpreter: private directory, launch through the runner, then the supervisor (tool
  * channel, output capture, limits, kill of the whole process tree), result, cleanup. Resolves with the result for
  * every failure of the script; rejects only for host problems (spawn failure) and with an AbortError when `signal`
- * fires.
+ * fires; the AbortError carries the result of a run that had started (see {@link CodecallAbortError}).
  */
 export async function runScript(
   environment: RunEnvironment,
@@ -82,7 +85,9 @@ async function superviseRun(
       tools: environment.tools,
       isolation: environment.runner.isolation,
       limits,
+      approve: environment.approveToolCall,
     });
+    const events = runEventsFor(options.onEvent, environment);
     const outcome = await supervisor.supervise({
       limits,
       nonce: launched.outputNonce,
@@ -91,6 +96,7 @@ async function superviseRun(
       handOver,
       signal: options.signal,
       onStart: options.onStart,
+      events,
     });
     return await finishResult({
       outcome,
@@ -101,6 +107,7 @@ async function superviseRun(
       startedAt,
       signal: options.signal,
       redactSecrets: environment.redactSecrets,
+      events,
     });
   } finally {
     const cleanup = launched.release();

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Limits } from '../../core/limits.js';
 import type { LaunchedInterpreter, RunEnvironment } from '../launch/interpreter-launch.js';
 import { cellFrame } from './hand-over.js';
+import type { RunEvents } from './run-events.js';
 import { interruptThenKillPolicy } from './stop-policy.js';
 import { type SupervisedOutcome, Supervisor } from './supervisor.js';
 
@@ -27,6 +28,7 @@ export class SessionProcess {
       tools: environment.tools,
       isolation: environment.runner.isolation,
       limits,
+      approve: environment.approveToolCall,
     });
     void launched.exited.then(() => onExit(this));
     // An idle session interpreter does not keep the host alive.
@@ -53,6 +55,7 @@ export class SessionProcess {
     readonly limits: Limits;
     readonly outputPath: string;
     readonly signal?: AbortSignal | undefined;
+    readonly events?: RunEvents | undefined;
   }): Promise<SupervisedOutcome> {
     const { id, limits } = options;
     const nonce = `${this.#noncePrefix}${id.toString(16)}`;
@@ -64,6 +67,7 @@ export class SessionProcess {
       handOver: cellFrame({ id, code: options.code, nonce, cpuSeconds: limits.cpuSeconds }),
       cellId: id,
       signal: options.signal,
+      events: options.events,
     });
   }
 

@@ -6,6 +6,7 @@ import { launchInterpreter, type RunEnvironment } from '../launch/interpreter-la
 import { createRunId } from '../launch/run-directory.js';
 import { finishResult, outputPathsOf } from '../result/finish-result.js';
 import { checkCode } from './check-code.js';
+import { type RunEventListener, runEventsFor } from './run-events.js';
 import { SessionProcess } from './session-process.js';
 import type { SessionSlots, SlotHolder } from './session-slots.js';
 
@@ -28,8 +29,13 @@ export interface SessionOptions {
 
 /** Per-cell options of `session.execute`. */
 export interface CellOptions {
-  /** Aborting interrupts the cell (then kills the interpreter if it does not stop) and rejects with an AbortError. */
+  /**
+   * Aborting interrupts the cell (then kills the interpreter if it does not stop) and rejects with an AbortError
+   * carrying the cell's result (status `aborted`, what it printed up to the abort).
+   */
   readonly signal?: AbortSignal | undefined;
+  /** Receives the cell's live events (`run-start` ... `run-end`); see {@link RunEvent}. */
+  readonly onEvent?: RunEventListener | undefined;
   /** Wall-clock limit of this cell, overriding `limits.timeoutMs`. */
   readonly timeoutMs?: number | undefined;
   /** Other per-cell limits (time, CPU, tool calls, output) for this cell only. */
@@ -109,7 +115,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     checkCode(code);
     if (this.#closed) throw closedError();
     const limits = resolveCallLimits(this.#limits, options);
-    return this.#enqueue(() => this.#runCell(code, limits, options.signal));
+    return this.#enqueue(() => this.#runCell(code, limits, options.signal, options.onEvent));
   }
 
   async reset(): Promise<void> {
@@ -146,7 +152,12 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     return run;
   }
 
-  async #runCell(code: string, limits: Limits, signal: AbortSignal | undefined): Promise<ExecuteResult> {
+  async #runCell(
+    code: string,
+    limits: Limits,
+    signal: AbortSignal | undefined,
+    onEvent: RunEventListener | undefined,
+  ): Promise<ExecuteResult> {
     if (this.#closed) throw closedError();
     if (signal?.aborted) throw new CodecallAbortError(signal.reason);
     const startedAt = performance.now();
@@ -158,7 +169,8 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
       this.#cells += 1;
       const id = this.#cells;
       const outputPaths = outputPathsOf(environment.outputRoot, `${launched.runId}-${id}`);
-      const outcome = await process.run({ id, code, limits, outputPath: outputPaths.stdout, signal });
+      const events = runEventsFor(onEvent, environment);
+      const outcome = await process.run({ id, code, limits, outputPath: outputPaths.stdout, signal, events });
       const died = outcome.processEnded;
       if (died) this.#stateLostUnreported = true;
       const stateLost = this.#stateLostUnreported;
@@ -174,6 +186,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
           signal,
           stateLost,
           redactSecrets: environment.redactSecrets,
+          events,
         });
       } finally {
         // After the artifacts are out: forgetting the process releases its run directory.
