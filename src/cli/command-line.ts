@@ -8,6 +8,7 @@ import { formatResultForModel } from '../engine/result/format-result.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
 import { runDoctor } from './doctor.js';
 import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting, readHttpToken } from './http-token.js';
+import { liveRunView } from './live-run-view.js';
 import { terminalJson, terminalText } from './terminal-output.js';
 
 /** Exit status: the script succeeded. */
@@ -214,7 +215,7 @@ async function runCommand(
   process.once('SIGINT', stopOnSignal);
   process.once('SIGTERM', stopOnSignal);
   try {
-    const result = await codecall.execute(code);
+    const result = await codecall.execute(code, { onEvent: liveRunView(streams) });
     streams.stdout.write(json ? `${terminalJson(result)}\n` : formatResultForModel(result));
     return result.status === 'success' ? EXIT_SUCCESS : EXIT_SCRIPT_FAILED;
   } finally {
