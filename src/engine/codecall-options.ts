@@ -90,6 +90,8 @@ export interface ExecuteOptions {
   readonly limits?: Partial<Limits>;
   /** Receives the run's live events (`run-start` ... `run-end`); see {@link RunEvent}. A throwing listener is ignored. */
   readonly onEvent?: RunEventListener;
+  /** Approval hook for this run's calls, in place of the codecall's `approveToolCall`. */
+  readonly approveToolCall?: ApproveToolCall;
 }
 
 /** Names of the options `createCodecall` accepts (checked against {@link CodecallOptions} by the compiler). */

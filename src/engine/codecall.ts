@@ -109,6 +109,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
             onStart,
             deferCleanup: tracking.deferCleanup,
             onEvent: executeOptions.onEvent,
+            approveToolCall: executeOptions.approveToolCall,
           };
           return pooled !== undefined
             ? runPooledScript(environment, pooled, code, runOptions)

@@ -45,8 +45,11 @@ export interface ToolCallServerOptions {
   onNotification?(method: string, params: unknown): void;
   /** The script went on calling far past the limit, or stopped reading replies: the engine should stop the run. */
   onAbuse?(reason: 'tool_calls', message: string): void;
-  /** Asked before a call of a tool that needs approval runs; none configured denies such calls. */
-  readonly approve?: ApproveToolCall | undefined;
+  /**
+   * The hook to ask before a call of a tool that needs approval runs (looked up per call: a session's cells may each
+   * have their own); none denies such calls.
+   */
+  readonly approvalHook?: (() => ApproveToolCall | undefined) | undefined;
   /** A call started (left the queue): its arguments are being checked, then it is approved and run. */
   onCallStart?(call: ToolCallStarted): void;
   /** A call that started ended: replied to, timed out, or cut off by the end of the run or cell. */
@@ -438,7 +441,7 @@ export class ToolCallServer {
     }
     if (call.done) return;
     if (needed) {
-      const outcome = await askApproval(this.#options.approve, {
+      const outcome = await askApproval(this.#options.approvalHook?.(), {
         tool: name,
         arguments: args as Record<string, unknown>,
         runId: this.#options.runId,

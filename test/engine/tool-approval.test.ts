@@ -205,6 +205,23 @@ describe('approval of tool calls', () => {
     expect(calls).toEqual([]);
   });
 
+  it('takes a per-run or per-cell hook in place of the codecall one', async () => {
+    const { tool, calls } = deleteTool();
+    const codecall = codecallWith({ tools: [tool], approveToolCall: () => false });
+    const run = await codecall.execute(callAndReport('delete_file("run.txt")'), { approveToolCall: () => true });
+    expect(run.stdout).toBe('deleted run.txt\n');
+    const session = codecall.session();
+    try {
+      const allowed = await session.execute(callAndReport('delete_file("cell.txt")'), { approveToolCall: () => true });
+      expect(allowed.stdout).toBe('deleted cell.txt\n');
+      const fallback = await session.execute(callAndReport('delete_file("other.txt")'));
+      expect(fallback.stdout).toBe('denied: delete_file: the call was denied: the call was denied\n');
+    } finally {
+      await session.close();
+    }
+    expect(calls).toEqual(['run.txt', 'cell.txt']);
+  });
+
   it('rejects a bad needsApproval and a bad approveToolCall at definition', () => {
     expect(
       captureError(() =>

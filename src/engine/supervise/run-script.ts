@@ -2,6 +2,7 @@ import { CodecallAbortError } from '../../core/errors.js';
 import type { LimitReason } from '../../core/isolation.js';
 import type { Limits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
+import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import { type LaunchedInterpreter, launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
 import { createRunId } from '../launch/run-directory.js';
 import { finishResult, outputPathsOf } from '../result/finish-result.js';
@@ -24,6 +25,8 @@ export interface RunOptions {
   readonly deferCleanup?: ((cleanup: Promise<void>) => void) | undefined;
   /** Receives the run's live events. */
   readonly onEvent?: RunEventListener | undefined;
+  /** This run's approval hook, over the codecall's. */
+  readonly approveToolCall?: ApproveToolCall | undefined;
 }
 
 /**
@@ -97,6 +100,7 @@ async function superviseRun(
       signal: options.signal,
       onStart: options.onStart,
       events,
+      approveToolCall: options.approveToolCall,
     });
     return await finishResult({
       outcome,

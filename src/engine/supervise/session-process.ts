@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Limits } from '../../core/limits.js';
+import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import type { LaunchedInterpreter, RunEnvironment } from '../launch/interpreter-launch.js';
 import { cellFrame } from './hand-over.js';
 import type { RunEvents } from './run-events.js';
@@ -56,6 +57,7 @@ export class SessionProcess {
     readonly outputPath: string;
     readonly signal?: AbortSignal | undefined;
     readonly events?: RunEvents | undefined;
+    readonly approveToolCall?: ApproveToolCall | undefined;
   }): Promise<SupervisedOutcome> {
     const { id, limits } = options;
     const nonce = `${this.#noncePrefix}${id.toString(16)}`;
@@ -68,6 +70,7 @@ export class SessionProcess {
       cellId: id,
       signal: options.signal,
       events: options.events,
+      approveToolCall: options.approveToolCall,
     });
   }
 

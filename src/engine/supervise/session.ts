@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { CodecallAbortError, CodecallError } from '../../core/errors.js';
 import { type Limits, resolveCallLimits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
+import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import { launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
 import { createRunId } from '../launch/run-directory.js';
 import { finishResult, outputPathsOf } from '../result/finish-result.js';
@@ -36,6 +37,8 @@ export interface CellOptions {
   readonly signal?: AbortSignal | undefined;
   /** Receives the cell's live events (`run-start` ... `run-end`); see {@link RunEvent}. */
   readonly onEvent?: RunEventListener | undefined;
+  /** Approval hook for this cell's calls, in place of the codecall's `approveToolCall`. */
+  readonly approveToolCall?: ApproveToolCall | undefined;
   /** Wall-clock limit of this cell, overriding `limits.timeoutMs`. */
   readonly timeoutMs?: number | undefined;
   /** Other per-cell limits (time, CPU, tool calls, output) for this cell only. */
@@ -115,7 +118,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     checkCode(code);
     if (this.#closed) throw closedError();
     const limits = resolveCallLimits(this.#limits, options);
-    return this.#enqueue(() => this.#runCell(code, limits, options.signal, options.onEvent));
+    return this.#enqueue(() => this.#runCell(code, limits, options));
   }
 
   async reset(): Promise<void> {
@@ -152,12 +155,8 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     return run;
   }
 
-  async #runCell(
-    code: string,
-    limits: Limits,
-    signal: AbortSignal | undefined,
-    onEvent: RunEventListener | undefined,
-  ): Promise<ExecuteResult> {
+  async #runCell(code: string, limits: Limits, options: CellOptions): Promise<ExecuteResult> {
+    const { signal, onEvent, approveToolCall } = options;
     if (this.#closed) throw closedError();
     if (signal?.aborted) throw new CodecallAbortError(signal.reason);
     const startedAt = performance.now();
@@ -170,7 +169,15 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
       const id = this.#cells;
       const outputPaths = outputPathsOf(environment.outputRoot, `${launched.runId}-${id}`);
       const events = runEventsFor(onEvent, environment);
-      const outcome = await process.run({ id, code, limits, outputPath: outputPaths.stdout, signal, events });
+      const outcome = await process.run({
+        id,
+        code,
+        limits,
+        outputPath: outputPaths.stdout,
+        signal,
+        events,
+        approveToolCall,
+      });
       const died = outcome.processEnded;
       if (died) this.#stateLostUnreported = true;
       const stateLost = this.#stateLostUnreported;

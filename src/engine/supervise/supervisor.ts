@@ -68,6 +68,8 @@ export interface SuperviseOptions {
   readonly signal?: AbortSignal | undefined;
   /** Called once it is supervised, with a function that stops it (for `close()`). */
   readonly onStart?: ((stop: (reason: LimitReason) => void) => void) | undefined;
+  /** This run's or cell's own approval hook, over the codecall's. */
+  readonly approveToolCall?: ApproveToolCall | undefined;
   /** Where its live events go (the caller's `onEvent`); none when nobody listens. */
   readonly events?: RunEvents | undefined;
 }
@@ -163,7 +165,7 @@ export class Supervisor {
       },
       onNotification: (method, params) => this.#onNotification(method, params),
       onAbuse: (reason) => this.stop(reason),
-      approve: options.approve,
+      approvalHook: () => this.#current?.options.approveToolCall ?? options.approve,
       onCallStart: (call) => this.#current?.options.events?.toolCallStart(call),
       onCallEnd: (call) => this.#current?.options.events?.toolCallEnd(call),
     });
