@@ -82,7 +82,7 @@ describe('serve: live notifications', () => {
         ['warning', 'tool-call-end'],
       ]);
       expect(logs[3]).toMatchObject({ logger: 'codecall', data: { tool: 'add' } });
-      expect((logs[3]?.data as { error: string }).error).toContain('argument');
+      expect(JSON.stringify(logs[3]?.data)).toContain('argument');
     } finally {
       await connection.close();
     }
