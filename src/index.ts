@@ -10,7 +10,16 @@ export { CodecallAbortError, CodecallError } from './core/errors.js';
 export type { IsolationLevel, LimitReason, SandboxMode } from './core/isolation.js';
 export type { Limits } from './core/limits.js';
 export { DEFAULT_LIMITS } from './core/limits.js';
-export type { Artifact, ExecuteResult, ExecuteStatus, ScriptError, StdoutTruncation } from './core/result.js';
+export type {
+  Artifact,
+  ExecuteResult,
+  ExecuteStatus,
+  RunTrace,
+  ScriptError,
+  StdoutTruncation,
+  TraceCallStatus,
+  TracedCall,
+} from './core/result.js';
 export type {
   Codecall,
   CodecallOptions,

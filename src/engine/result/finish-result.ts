@@ -6,6 +6,7 @@ import type { RunEvents } from '../supervise/run-events.js';
 import { collectArtifacts } from './artifacts.js';
 import type { HintContext } from './failure-hints.js';
 import { buildResult, type ProcessOutcome } from './run-result.js';
+import { recordRunSpans } from './run-spans.js';
 
 /** Where a run's or a cell's saved outputs go below the output root: `<name>-stdout.txt` and the folder `<name>/`. */
 export interface OutputPaths {
@@ -38,6 +39,9 @@ export interface FinishResultOptions {
   readonly redactSecrets?: boolean | undefined;
   /** The run's live events: its artifacts and its end go there. */
   readonly events?: RunEvents | undefined;
+  /** Names the run in its OpenTelemetry span (and the cell, in a session). */
+  readonly runId: string;
+  readonly cell?: number | undefined;
 }
 
 /**
@@ -55,6 +59,13 @@ export async function finishResult(options: FinishResultOptions): Promise<Execut
     durationMs: performance.now() - options.startedAt,
     stateLost: options.stateLost,
     redactSecrets: options.redactSecrets,
+  });
+  await recordRunSpans({
+    result,
+    runId: options.runId,
+    cell: options.cell,
+    startedAt: options.outcome.traceOrigin ?? options.startedAt,
+    endedAt: performance.now(),
   });
   options.events?.end(result);
   if (options.outcome.reason === 'aborted' && options.signal?.aborted) {

@@ -20,6 +20,10 @@ export interface ProcessOutcome {
   readonly toolCalls: number;
   /** Of those, the calls approval denied. */
   readonly deniedToolCalls?: number | undefined;
+  /** Timeline of the tool calls. */
+  readonly trace?: ExecuteResult['trace'];
+  /** `performance.now()` when the supervision started: the origin of the trace's offsets. */
+  readonly traceOrigin?: number | undefined;
   readonly toolCallLimitReached: boolean;
   readonly isolation: ExecuteResult['isolation'];
 }
@@ -152,6 +156,7 @@ export function buildResult(options: BuildResultOptions): ExecuteResult {
     ...(outcome.reason !== undefined ? { reason: outcome.reason } : {}),
     ...(artifacts !== undefined && artifacts.length > 0 ? { artifacts } : {}),
     ...(options.stateLost ? { stateLost: true } : {}),
+    ...(outcome.trace !== undefined ? { trace: outcome.trace } : {}),
   };
   const hint = status === 'success' ? undefined : failureHint(base, { ...options.hintContext, limits });
   return hint === undefined ? base : { ...base, hint };

@@ -112,6 +112,7 @@ async function superviseRun(
       signal: options.signal,
       redactSecrets: environment.redactSecrets,
       events,
+      runId: launched.runId,
     });
   } finally {
     const cleanup = launched.release();

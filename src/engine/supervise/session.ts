@@ -194,6 +194,8 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
           stateLost,
           redactSecrets: environment.redactSecrets,
           events,
+          runId: launched.runId,
+          cell: id,
         });
       } finally {
         // After the artifacts are out: forgetting the process releases its run directory.

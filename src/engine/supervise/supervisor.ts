@@ -10,6 +10,7 @@ import { type ExitStatus, exitStatusOf, limitReasonOf } from './limit-reason.js'
 import { OutputCapture } from './output-capture.js';
 import { OutputSplitter, type OutputSplitterHandlers } from './output-splitter.js';
 import type { RunEvents } from './run-events.js';
+import { RunTraceRecorder } from './run-trace.js';
 import type { StopPolicy } from './stop-policy.js';
 
 /** How long output still in the pipes is read after the interpreter ended (or after a cell reported its end). */
@@ -78,6 +79,7 @@ export interface SuperviseOptions {
 export interface SupervisedOutcome extends ProcessOutcome {
   /** The interpreter exited (or, for a run, its boot reported its exit): it cannot run anything more. */
   readonly processEnded: boolean;
+  readonly traceOrigin: number;
 }
 
 /** What `$cell_done` reported. */
@@ -110,6 +112,7 @@ interface Supervised {
   readonly options: SuperviseOptions;
   readonly stdout: OutputCapture;
   readonly stderr: OutputCapture;
+  readonly trace: RunTraceRecorder;
   /** The first reason it was stopped for. */
   stoppedFor: LimitReason | undefined;
   /** Cancels the stop policy's pending steps; set once stopping started. */
@@ -167,7 +170,12 @@ export class Supervisor {
       onAbuse: (reason) => this.stop(reason),
       approvalHook: () => this.#current?.options.approveToolCall ?? options.approve,
       onCallStart: (call) => this.#current?.options.events?.toolCallStart(call),
-      onCallEnd: (call) => this.#current?.options.events?.toolCallEnd(call),
+      onCallEnd: (call) => {
+        const current = this.#current;
+        if (current === undefined) return;
+        current.trace.add(call);
+        current.options.events?.toolCallEnd(call);
+      },
     });
     // Tools are called only while a run or cell is supervised.
     this.#server.refuseCalls(NO_CELL_RUNNING);
@@ -212,6 +220,7 @@ export class Supervisor {
         maxFullOutputBytes: limits.maxOutputBytes,
       }),
       stderr: new OutputCapture({ keepBytes: limits.maxStderrBytes }),
+      trace: new RunTraceRecorder(performance.now()),
       stoppedFor: undefined,
       cancelStop: undefined,
       exception: undefined,
@@ -308,6 +317,8 @@ export class Supervisor {
       exception,
       toolCalls: this.#server.toolCalls,
       deniedToolCalls: this.#server.deniedToolCalls,
+      trace: current.trace.finish(),
+      traceOrigin: current.trace.origin,
       toolCallLimitReached,
       isolation: this.#isolation,
       processEnded: 'exit' in end,
