@@ -98,7 +98,8 @@ function timeline(calls: readonly PlacedCall[], durationMs: number): string {
   const scale = TIMELINE_WIDTH / span;
   const rectangles = calls.map((call) => {
     const x = (call.startMs * scale).toFixed(2);
-    const width = Math.max(1, (call.endMs - call.startMs) * scale).toFixed(2);
+    // At least 2 px, so the shortest call still covers a whole pixel.
+    const width = Math.max(2, (call.endMs - call.startMs) * scale).toFixed(2);
     const y = call.lane * LANE_HEIGHT;
     const colour = STATUS_COLOURS[call.status] ?? '#555555';
     const label = `#${call.id} ${call.tool}: ${call.status}, ${(call.endMs - call.startMs).toFixed(2)} ms (from ${call.startMs} ms), ${call.bytes} bytes${call.error === undefined ? '' : `: ${call.error}`}`;
