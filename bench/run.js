@@ -206,9 +206,15 @@ print('tool calls and cells…');
 const sequentialCalls = (calls) =>
   `import time\nfrom tools import echo\nfor i in range(200):\n    echo(value=i)\nstart = time.perf_counter()\nfor i in range(${calls}):\n    echo(value=i)\nprint((time.perf_counter() - start) / ${calls} * 1e6)`;
 const roundTrips = [];
+const listenedRoundTrips = [];
 const echoes = [];
+/** A listener that does nothing: what is measured is the cost of producing the events. */
+const ignoreEvent = () => {};
 for (let run = 0; run < CALL_ROUNDS; run += 1) {
   roundTrips.push(Number(expectSuccess(await codecall.execute(sequentialCalls(CALLS))).stdout));
+  listenedRoundTrips.push(
+    Number(expectSuccess(await codecall.execute(sequentialCalls(CALLS), { onEvent: ignoreEvent })).stdout),
+  );
   echoes.push(await plainJsonEchoMicroseconds(interpreter.executable, CALLS));
 }
 // Several scripts calling at once share the host (and the processors): calls per second of all of them together.
@@ -259,6 +265,15 @@ row({
   baselineName: 'plain JSON echo',
   target: '≤ 60 µs and ≤ echo',
   met: median(roundTrips) <= 60 && median(roundTrips) <= median(echoes),
+});
+row({
+  figure: 'sequential tool call with a no-op onEvent listener',
+  unit: 'µs',
+  value: median(listenedRoundTrips),
+  baseline: median(roundTrips),
+  baselineName: 'sequential tool call, events off',
+  target: '≤ 1.10× baseline',
+  met: median(listenedRoundTrips) <= 1.1 * median(roundTrips),
 });
 row({
   figure: `${CONCURRENT_CALLERS} scripts calling at once`,

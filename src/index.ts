@@ -10,7 +10,16 @@ export { CodecallAbortError, CodecallError } from './core/errors.js';
 export type { IsolationLevel, LimitReason, SandboxMode } from './core/isolation.js';
 export type { Limits } from './core/limits.js';
 export { DEFAULT_LIMITS } from './core/limits.js';
-export type { Artifact, ExecuteResult, ExecuteStatus, ScriptError, StdoutTruncation } from './core/result.js';
+export type {
+  Artifact,
+  ExecuteResult,
+  ExecuteStatus,
+  RunTrace,
+  ScriptError,
+  StdoutTruncation,
+  TraceCallStatus,
+  TracedCall,
+} from './core/result.js';
 export type { DatabaseConfig, DatabaseOptions } from './databases/database-config.js';
 export type { QueryResult } from './databases/query-result.js';
 export type {
@@ -24,10 +33,21 @@ export type {
 export { createCodecall } from './engine/codecall.js';
 export { formatResultForModel } from './engine/result/format-result.js';
 export { describeExecuteCode } from './engine/result/tool-definition.js';
+export type {
+  ArtifactEvent,
+  OutputEvent,
+  RunEndEvent,
+  RunEvent,
+  RunEventListener,
+  RunStartEvent,
+  ToolCallEndEvent,
+  ToolCallStartEvent,
+} from './engine/supervise/run-events.js';
 export type { CellOptions, CodecallSession, SessionOptions } from './engine/supervise/session.js';
 export type { PoolOptions } from './engine/supervise/warm-pool.js';
 export type { SandboxProbe, SandboxProbeOptions } from './sandbox/bubblewrap-probe.js';
 export { describeSandboxProbe, probeSandbox } from './sandbox/bubblewrap-probe.js';
 export type { InferToolArguments, ToolDefinition } from './tools/define-tool.js';
 export { defineTool } from './tools/define-tool.js';
-export type { JsonSchema, StandardSchema, Tool, ToolContext } from './tools/types.js';
+export type { ApproveToolCall, ToolApprovalDecision, ToolApprovalRequest } from './tools/tool-approval.js';
+export type { ApprovalCheck, JsonSchema, StandardSchema, Tool, ToolContext } from './tools/types.js';

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { CodecallError } from '../core/errors.js';
@@ -8,7 +8,9 @@ import { formatResultForModel } from '../engine/result/format-result.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
 import { runDoctor } from './doctor.js';
 import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting, readHttpToken } from './http-token.js';
+import { liveRunView } from './live-run-view.js';
 import { terminalJson, terminalText } from './terminal-output.js';
+import { renderTraceHtml } from './trace-viewer.js';
 
 /** Exit status: the script succeeded. */
 export const EXIT_SUCCESS = 0;
@@ -24,6 +26,7 @@ commands:
   stubs                 print the generated Python module
   doctor                show the interpreter, the isolation available, and the limits
   serve                 serve execute_code as an MCP server on stdio (--http for Streamable HTTP)
+  trace <result.json>   write a run's result (run --json) as one self-contained HTML page (-o FILE)
 
 options:
   --config FILE         configuration file (default: ./codecall.json when present)
@@ -32,6 +35,7 @@ options:
   --sandbox MODE        auto | bubblewrap | none
   --python COMMAND      Python interpreter (default: python3)
   --json                run: print the whole result object as JSON
+  -o, --output FILE     trace: the HTML file to write (default: standard output)
   --http PORT           serve: Streamable HTTP on 127.0.0.1:PORT instead of stdio; every request needs
                         "Authorization: Bearer <token>" (a random token is printed at start unless configured)
   --http unix:PATH      serve: Streamable HTTP on a Unix socket only this user can connect to (mode 0600)
@@ -171,6 +175,12 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
           allowedHosts: values['allow-host'],
           allowUnsandboxed: values['allow-unsandboxed'] === true,
         });
+      case 'trace':
+        return await traceCommand(streams, {
+          resultPath: positionals[1],
+          outputPath: values.output,
+          positionalCount: positionals.length,
+        });
       default:
         throw new UsageError(`unknown command "${command}"`);
     }
@@ -195,6 +205,7 @@ function parseCommandLine(argv: readonly string[]) {
       sandbox: { type: 'string' },
       python: { type: 'string' },
       json: { type: 'boolean' },
+      output: { type: 'string', short: 'o' },
       http: { type: 'string' },
       host: { type: 'string' },
       'token-file': { type: 'string' },
@@ -220,7 +231,7 @@ async function runCommand(
   process.once('SIGINT', stopOnSignal);
   process.once('SIGTERM', stopOnSignal);
   try {
-    const result = await codecall.execute(code);
+    const result = await codecall.execute(code, { onEvent: liveRunView(streams) });
     streams.stdout.write(json ? `${terminalJson(result)}\n` : formatResultForModel(result));
     return result.status === 'success' ? EXIT_SUCCESS : EXIT_SCRIPT_FAILED;
   } finally {
@@ -228,6 +239,36 @@ async function runCommand(
     process.off('SIGTERM', stopOnSignal);
     await codecall.close();
   }
+}
+
+async function traceCommand(
+  streams: CommandLineStreams,
+  trace: {
+    readonly resultPath: string | undefined;
+    readonly outputPath: string | undefined;
+    readonly positionalCount: number;
+  },
+): Promise<number> {
+  if (trace.resultPath === undefined || trace.positionalCount > 2) {
+    throw new UsageError('trace takes one result file (from run --json), or - to read it from standard input');
+  }
+  const { resultPath } = trace;
+  const source =
+    resultPath === '-'
+      ? await readScript(resultPath, streams.stdin)
+      : await readFile(resultPath, 'utf8').catch((error: NodeJS.ErrnoException) => {
+          throw new UsageError(`cannot read the result ${resultPath}: ${error.code ?? error.message}`);
+        });
+  let result: unknown;
+  try {
+    result = JSON.parse(source);
+  } catch {
+    throw new UsageError(`${trace.resultPath} is not JSON; write one with codecall run --json`);
+  }
+  const html = await renderTraceHtml(result);
+  if (trace.outputPath === undefined) streams.stdout.write(html);
+  else await writeFile(trace.outputPath, html);
+  return EXIT_SUCCESS;
 }
 
 async function stubsCommand(options: CodecallOptions, streams: CommandLineStreams): Promise<number> {

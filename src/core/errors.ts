@@ -1,3 +1,5 @@
+import type { ExecuteResult } from './result.js';
+
 /** Stable machine-readable codes of every error codecall throws. */
 export type CodecallErrorCode =
   | 'INVALID_CONFIG'
@@ -30,9 +32,16 @@ export class CodecallError extends Error {
 
 /** Thrown by `execute` when its `AbortSignal` fires; the run was killed and cleaned up. */
 export class CodecallAbortError extends CodecallError {
-  constructor(reason?: unknown) {
+  /**
+   * The aborted run's result (status `aborted`, with what it printed, its tool calls and artifacts up to the abort),
+   * when the run had started; absent when the signal had fired before it did.
+   */
+  readonly result: ExecuteResult | undefined;
+
+  constructor(reason?: unknown, result?: ExecuteResult) {
     super('ABORTED', 'the run was aborted by its AbortSignal', { reason }, { cause: reason });
     this.name = 'AbortError';
+    this.result = result;
   }
 }
 

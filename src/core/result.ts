@@ -30,6 +30,31 @@ export interface StdoutTruncation {
   readonly fullOutputPath?: string | undefined;
 }
 
+/** How a traced tool call ended: `cut_off` when the run or cell ended under it. */
+export type TraceCallStatus = 'ok' | 'error' | 'denied' | 'timeout' | 'cut_off';
+
+/** One tool call in a run's {@link RunTrace}. */
+export interface TracedCall {
+  /** The script's id of the call. */
+  readonly id: number;
+  readonly tool: string;
+  /** Start and end, in ms from the start of the run (of the cell, in a session). */
+  readonly startMs: number;
+  readonly endMs: number;
+  readonly status: TraceCallStatus;
+  /** UTF-8 bytes of the result sent back (0 when it failed). */
+  readonly bytes: number;
+  /** The error message the script got, when it failed (it may quote values the script sent). */
+  readonly error?: string | undefined;
+}
+
+/** The compact timeline of a run's tool calls, in the order they ended (at most 1000; the rest counted). */
+export interface RunTrace {
+  readonly calls: readonly TracedCall[];
+  /** Calls past the first 1000, not listed. */
+  readonly droppedCalls?: number | undefined;
+}
+
 /** Result of one `execute`. Failures of the script are values here; only host misconfiguration throws. */
 export interface ExecuteResult {
   readonly status: ExecuteStatus;
@@ -46,6 +71,8 @@ export interface ExecuteResult {
   readonly hint?: string | undefined;
   /** Tool calls the script made. */
   readonly toolCalls: number;
+  /** Of those, the calls approval denied (the tool's `needsApproval` and the `approveToolCall` hook); absent when none. */
+  readonly deniedToolCalls?: number | undefined;
   readonly durationMs: number;
   readonly stdoutTruncated?: StdoutTruncation | undefined;
   /** Isolation the run actually had. */
@@ -62,4 +89,6 @@ export interface ExecuteResult {
   readonly artifactsNote?: string | undefined;
   /** Sessions only: the interpreter was replaced and the variables of earlier cells are gone. */
   readonly stateLost?: boolean | undefined;
+  /** Timeline of the tool calls (start and end offsets, tool, status, bytes); absent when no call started. */
+  readonly trace?: RunTrace | undefined;
 }

@@ -8,8 +8,10 @@ import { type DatabaseConfig, parseDatabases, type ResolvedDatabase } from '../d
 import { type McpServerConfig, parseMcpServers } from '../mcp-client/server-config.js';
 import { checkScriptVariables, type ScriptVariables } from '../sandbox/environment.js';
 import type { FileToolsPolicyOptions } from '../tools/file-access-policy.js';
+import type { ApproveToolCall } from '../tools/tool-approval.js';
 import type { Tool } from '../tools/types.js';
 import { type OutputsRetention, resolveOutputsRetention } from './result/outputs-retention.js';
+import type { RunEvent, RunEventListener } from './supervise/run-events.js';
 import { DEFAULT_MAX_LIVE_SESSIONS, DEFAULT_SESSION_IDLE_MS, type SessionOptions } from './supervise/session.js';
 import { type PoolOptions, resolvePoolSize } from './supervise/warm-pool.js';
 
@@ -73,6 +75,13 @@ export interface CodecallOptions {
    * 512 MiB). Pruned in the background after runs, never blocking one.
    */
   readonly outputs?: Partial<OutputsRetention>;
+  /**
+   * Asked before every call of a tool that needs approval (its `needsApproval`), with `{ tool, arguments, runId,
+   * signal }`; resolves to `true`, `false` or `{ allow: false, reason }`. A denied call raises ToolError in the script
+   * with the reason. A throw or rejection denies; without this hook, every call that needs approval is denied. The
+   * wait counts toward the call's `toolCallTimeoutMs`.
+   */
+  readonly approveToolCall?: ApproveToolCall;
 }
 
 /** The `sessions` option of `createCodecall`. */
@@ -94,6 +103,10 @@ export interface ExecuteOptions {
   readonly timeoutMs?: number;
   /** Other limits for this run only. */
   readonly limits?: Partial<Limits>;
+  /** Receives the run's live events (`run-start` ... `run-end`); see {@link RunEvent}. A throwing listener is ignored. */
+  readonly onEvent?: RunEventListener;
+  /** Approval hook for this run's calls, in place of the codecall's `approveToolCall`. */
+  readonly approveToolCall?: ApproveToolCall;
 }
 
 /** Names of the options `createCodecall` accepts (checked against {@link CodecallOptions} by the compiler). */
@@ -116,6 +129,7 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   redactSecrets: true,
   files: true,
   outputs: true,
+  approveToolCall: true,
 });
 
 const SESSIONS_OPTION_NAMES = knownKeys<keyof SessionsOptions>({ maxLive: true, idleTimeoutMs: true });
@@ -143,6 +157,7 @@ export interface ResolvedCodecallOptions {
   readonly redactSecrets: boolean;
   /** The `files` option as given; checked whole by the built-in file tools when the codecall is created. */
   readonly files: FileToolsPolicyOptions | undefined;
+  readonly approveToolCall: ApproveToolCall | undefined;
   /** Absolute path of the state folder. */
   readonly stateRoot: string;
   readonly poolSize: number;
@@ -203,8 +218,16 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
       { name: shared[0] },
     );
   }
+  const approveToolCall = given.approveToolCall;
+  if (approveToolCall !== undefined && typeof approveToolCall !== 'function') {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `approveToolCall must be a function of { tool, arguments, runId }, got ${JSON.stringify(approveToolCall)}`,
+    );
+  }
   return {
     limits,
+    approveToolCall,
     moduleName: given.moduleName ?? DEFAULT_MODULE_NAME,
     sandbox,
     python,

@@ -163,7 +163,7 @@ export class CodecallPreparation {
     readonly dynamicTools: readonly RegisteredTool[];
     readonly failedSources: readonly { name: string; error: string }[];
   }): Promise<Prepared> {
-    const { moduleName, python, variables, network, redactSecrets } = this.#options;
+    const { moduleName, python, variables, network, redactSecrets, approveToolCall } = this.#options;
     const { directories, modules } = listing;
     const [interpreter, runner] = await Promise.all([resolvePythonInterpreter(python), listing.runner]);
     if (interpreter.stdlibModuleNames.includes(moduleName)) {
@@ -203,6 +203,7 @@ export class CodecallPreparation {
         environmentPassthrough: variables.passthrough,
         network,
         redactSecrets,
+        approveToolCall,
         hintContext: {
           moduleName,
           functionNames: rootFunctions,

@@ -115,6 +115,8 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
             signal: executeOptions.signal,
             onStart,
             deferCleanup: tracking.deferCleanup,
+            onEvent: executeOptions.onEvent,
+            approveToolCall: executeOptions.approveToolCall,
           };
           return pooled !== undefined
             ? runPooledScript(environment, pooled, code, runOptions)

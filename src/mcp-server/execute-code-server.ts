@@ -17,6 +17,7 @@ import type { Artifact, ExecuteResult } from '../core/result.js';
 import type { Codecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/result/format-result.js';
 import type { CodecallSession } from '../engine/supervise/session.js';
+import { ClientLogLevel, clientSupportsElicitation, elicitationApprover, mcpRunListener } from './run-notifications.js';
 
 /** Images returned as MCP image content per call at most; further images stay listed in `structuredContent`. */
 export const MAX_IMAGE_CONTENTS = 10;
@@ -55,13 +56,21 @@ const RESET_PROPERTY = Object.freeze({
  * `reset: true` starts the session afresh first.
  * The response's text is `formatResultForModel(result)`, `isError` is set when the status is not `success`,
  * `structuredContent` is the result object, and images the script left in its artifacts come back as image content.
+ * While a call runs, the client gets `notifications/progress` (when it passed `_meta.progressToken`) and
+ * `notifications/message` log messages for the script's tool calls (at or above the level it set). A tool call that
+ * needs approval is put to the person at the client through elicitation when the client supports it; otherwise the
+ * codecall's `approveToolCall` decides (none: denied).
  * No `outputSchema` is declared: clients would then have to validate every result against it, and several show the
  * model `structuredContent` in place of the text when one is declared.
  */
 export function createExecuteCodeServer(codecall: ExecuteCodeHost): Server {
   // The low-level Server (not McpServer) because the tool's description and JSON input schema come from the
   // codecall asynchronously, after upstream servers are loaded.
-  const server = new Server({ name: 'codecall', version: CODECALL_VERSION }, { capabilities: { tools: {} } });
+  const server = new Server(
+    { name: 'codecall', version: CODECALL_VERSION },
+    { capabilities: { tools: {}, logging: {} } },
+  );
+  const logLevel = new ClientLogLevel(server);
   let session: CodecallSession | undefined;
   const closeServer = server.close.bind(server);
   server.close = async () => {
@@ -94,7 +103,16 @@ export function createExecuteCodeServer(codecall: ExecuteCodeHost): Server {
     try {
       session ??= codecall.session();
       if (parsed.reset) await session.reset();
-      result = await session.execute(parsed.code, { signal: extra.signal });
+      result = await session.execute(parsed.code, {
+        signal: extra.signal,
+        onEvent: mcpRunListener({
+          progressToken: request.params._meta?.progressToken,
+          sendNotification: extra.sendNotification,
+          logLevel,
+        }),
+        // A person at the client decides when the client can ask one; otherwise the codecall's own hook does.
+        ...(clientSupportsElicitation(server) ? { approveToolCall: elicitationApprover(server, extra.requestId) } : {}),
+      });
     } catch (error) {
       const reason = errorMessage(error);
       if (extra.signal.aborted) return errorResult(`${definition.name} was cancelled: ${reason}`);

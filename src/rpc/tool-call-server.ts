@@ -3,11 +3,13 @@ import { MAX_JSON_NESTING_DEPTH } from '../core/json-nesting.js';
 import { isRecord } from '../core/values.js';
 import { formatSeconds } from '../core/wording.js';
 import type { ArgumentCheck, RegisteredTool } from '../tools/registered-tool.js';
+import { type ApproveToolCall, askApproval } from '../tools/tool-approval.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
 import type { ToolContext } from '../tools/types.js';
 import { LineSplitter } from './line-splitter.js';
 import {
   ChannelErrorCode,
+  type ChannelErrorCodeValue,
   EXCEPTION_NOTIFICATION,
   encodeErrorReply,
   encodeResultReply,
@@ -44,7 +46,55 @@ export interface ToolCallServerOptions {
   onNotification?(method: string, params: unknown): void;
   /** The script went on calling far past the limit, or stopped reading replies: the engine should stop the run. */
   onAbuse?(reason: 'tool_calls', message: string): void;
+  /**
+   * The hook to ask before a call of a tool that needs approval runs (looked up per call: a session's cells may each
+   * have their own); none denies such calls.
+   */
+  readonly approvalHook?: (() => ApproveToolCall | undefined) | undefined;
+  /** A call started (left the queue): its arguments are being checked, then it is approved and run. */
+  onCallStart?(call: ToolCallStarted): void;
+  /** A call that started ended: replied to, timed out, or cut off by the end of the run or cell. */
+  onCallEnd?(call: ToolCallEnded): void;
 }
+
+/** A call that started, as {@link ToolCallServerOptions.onCallStart} sees it. */
+export interface ToolCallStarted {
+  /** The script's id of the call (unique among the calls in flight). */
+  readonly id: number;
+  /** Wire name of the tool. */
+  readonly tool: string;
+  /** The arguments as the script sent them (unchecked). */
+  readonly arguments: unknown;
+  /** `performance.now()` when it started. */
+  readonly startedAt: number;
+}
+
+/** A call that ended, as {@link ToolCallServerOptions.onCallEnd} sees it. */
+export interface ToolCallEnded {
+  readonly id: number;
+  readonly tool: string;
+  /** `performance.now()` when it started and ended. */
+  readonly startedAt: number;
+  readonly endedAt: number;
+  /** The error the script got (none on success). */
+  readonly error?: string | undefined;
+  /** Its channel error code (see `ChannelErrorCode`). */
+  readonly errorCode?: number | undefined;
+  /** The approval hook (or the lack of one) denied it. */
+  readonly denied: boolean;
+  /** UTF-8 bytes of the result sent back (0 on error). */
+  readonly resultBytes: number;
+}
+
+/** How a started call ended, for {@link ToolCallEnded}. */
+interface CallEnd {
+  readonly error?: string | undefined;
+  readonly errorCode?: number | undefined;
+  readonly denied?: boolean | undefined;
+  readonly resultBytes?: number | undefined;
+}
+
+const SUCCESS_WITHOUT_BYTES: CallEnd = {};
 
 /** What one run (or one session cell) may spend on tool calls; see {@link ToolCallServer.startBudget}. */
 export interface ToolCallBudget {
@@ -62,6 +112,8 @@ interface ActiveCall {
   controller: AbortController | undefined;
   /** When the call times out (`performance.now()` ms); set when it starts, so queued calls have none yet. */
   deadline: number | undefined;
+  /** When it started (`performance.now()` ms). */
+  startedAt: number;
   done: boolean;
 }
 
@@ -110,19 +162,17 @@ export class ToolCallServer {
         return;
       }
       call.controller?.abort(new Error(CALL_TIMED_OUT));
-      this.#finish(
+      this.#fail(
         call,
-        encodeErrorReply(
-          call.id,
-          ChannelErrorCode.toolCallTimeout,
-          `${call.tool.descriptor.name}: the tool call timed out after ${formatSeconds(this.#budget.toolCallTimeoutMs)}`,
-        ),
+        ChannelErrorCode.toolCallTimeout,
+        `${call.tool.descriptor.name}: the tool call timed out after ${formatSeconds(this.#budget.toolCallTimeoutMs)}`,
       );
     }
   };
   #budget: ToolCallBudget;
   #accepted = 0;
   #refused = 0;
+  #denied = 0;
   #ended = false;
   #limitReached = false;
   /** Set while calls are refused without ending the channel (a session between cells): the refusal message. */
@@ -165,6 +215,11 @@ export class ToolCallServer {
     return this.#accepted;
   }
 
+  /** Calls of this budget that approval denied (each also counted in {@link toolCalls}). */
+  get deniedToolCalls(): number {
+    return this.#denied;
+  }
+
   /** Whether the script hit `maxToolCalls`. */
   get limitReached(): boolean {
     return this.#limitReached;
@@ -178,6 +233,7 @@ export class ToolCallServer {
     this.#budget = budget;
     this.#accepted = 0;
     this.#refused = 0;
+    this.#denied = 0;
     this.#limitReached = false;
     this.#refusal = undefined;
   }
@@ -199,7 +255,9 @@ export class ToolCallServer {
       if (call.done) continue;
       call.done = true;
       call.controller?.abort(new Error(message));
-      this.#reply(encodeErrorReply(call.id, ChannelErrorCode.runEnded, `${call.tool.descriptor.name}: ${message}`));
+      const error = `${call.tool.descriptor.name}: ${message}`;
+      this.#reply(encodeErrorReply(call.id, ChannelErrorCode.runEnded, error));
+      this.#reportEnd(call, { error, errorCode: ChannelErrorCode.runEnded });
     }
   }
 
@@ -209,8 +267,13 @@ export class ToolCallServer {
     this.#ended = true;
     clearTimeout(this.#timeoutTimer);
     for (const call of this.#inFlight.values()) {
+      if (call.done) continue;
       call.done = true;
       call.controller?.abort(new Error(RUN_ENDED));
+      this.#reportEnd(call, {
+        error: `${call.tool.descriptor.name}: ${RUN_ENDED}`,
+        errorCode: ChannelErrorCode.runEnded,
+      });
     }
     this.#inFlight.clear();
     this.#queue.length = 0;
@@ -291,6 +354,7 @@ export class ToolCallServer {
       params: params ?? {},
       controller: undefined,
       deadline: undefined,
+      startedAt: 0,
       done: false,
     };
     const running = this.#inFlight.size - this.#queue.length;
@@ -311,8 +375,15 @@ export class ToolCallServer {
 
   #start(call: ActiveCall): void {
     const timeout = this.#budget.toolCallTimeoutMs;
-    call.deadline = performance.now() + timeout;
+    call.startedAt = performance.now();
+    call.deadline = call.startedAt + timeout;
     if (this.#timeoutTimer === undefined) this.#armTimeout(timeout);
+    this.#options.onCallStart?.({
+      id: call.id,
+      tool: call.tool.descriptor.name,
+      arguments: call.params,
+      startedAt: call.startedAt,
+    });
     let checked: ArgumentCheck | Promise<ArgumentCheck>;
     try {
       checked = call.tool.checkArguments(call.params);
@@ -339,7 +410,7 @@ export class ToolCallServer {
   }
 
   #refuseArguments(call: ActiveCall, message: string): void {
-    this.#finish(call, encodeErrorReply(call.id, ChannelErrorCode.invalidArguments, message));
+    this.#fail(call, ChannelErrorCode.invalidArguments, message);
   }
 
   #invoke(call: ActiveCall, checked: ArgumentCheck): void {
@@ -348,49 +419,123 @@ export class ToolCallServer {
       this.#refuseArguments(call, checked.message);
       return;
     }
+    const { artifactsDir } = this.#options;
+    const folder = typeof artifactsDir === 'function' ? artifactsDir() : artifactsDir;
+    const context = new CallContext(call, this.#options.runId, folder);
+    if (call.tool.needsApproval !== undefined) {
+      void this.#approveThenRun(call, checked.value, context);
+      return;
+    }
+    this.#run(call, checked.value, context);
+  }
+
+  /**
+   * Asks whether the call may run, then runs it or replies with the denial. The wait counts toward the call's
+   * timeout (its deadline is already set); a failure of `needsApproval` or of the hook denies.
+   */
+  async #approveThenRun(call: ActiveCall, args: unknown, context: CallContext): Promise<void> {
+    const name = call.tool.descriptor.name;
+    let needed: boolean;
+    try {
+      needed = (await call.tool.needsApproval?.(args)) !== false;
+    } catch (error) {
+      this.#deny(call, `${name}: the call was denied: its needsApproval check failed: ${describeThrownValue(error)}`);
+      return;
+    }
+    if (call.done) return;
+    if (needed) {
+      const outcome = await askApproval(this.#options.approvalHook?.(), {
+        tool: name,
+        arguments: args as Record<string, unknown>,
+        runId: this.#options.runId,
+        signal: context.signal,
+      });
+      if (call.done) return;
+      if (!outcome.allowed) {
+        this.#deny(call, `${name}: the call was denied: ${outcome.reason}`);
+        return;
+      }
+    }
+    this.#run(call, args, context);
+  }
+
+  #deny(call: ActiveCall, message: string): void {
+    if (call.done) return;
+    this.#denied += 1;
+    this.#finish(call, encodeErrorReply(call.id, ChannelErrorCode.toolFailed, message), {
+      error: message,
+      errorCode: ChannelErrorCode.toolFailed,
+      denied: true,
+    });
+  }
+
+  #run(call: ActiveCall, args: unknown, context: CallContext): void {
     let pending: Promise<unknown>;
     try {
-      const { artifactsDir } = this.#options;
-      const folder = typeof artifactsDir === 'function' ? artifactsDir() : artifactsDir;
-      pending = call.tool.invoke(checked.value, new CallContext(call, this.#options.runId, folder));
+      pending = call.tool.invoke(args, context);
     } catch (error) {
-      this.#finish(call, encodeErrorReply(call.id, ChannelErrorCode.toolFailed, describeThrownValue(error)));
+      this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error));
       return;
     }
     pending.then(
-      (value) => this.#finish(call, this.#encodeResult(call, value)),
-      (error: unknown) =>
-        this.#finish(call, encodeErrorReply(call.id, ChannelErrorCode.toolFailed, describeThrownValue(error))),
+      (value) => this.#finishWithResult(call, value),
+      (error: unknown) => this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error)),
     );
   }
 
-  #encodeResult(call: ActiveCall, value: unknown): string {
-    if (call.done) return '';
+  #finishWithResult(call: ActiveCall, value: unknown): void {
+    if (call.done) return;
     const name = call.tool.descriptor.name;
     let json: string;
     try {
       json = serializeToolResult(name, value);
     } catch (error) {
-      return encodeErrorReply(call.id, ChannelErrorCode.toolFailed, describeThrownValue(error));
+      this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error));
+      return;
     }
     if (json.length + 64 > this.#options.maxFrameBytes) {
-      return encodeErrorReply(
-        call.id,
+      this.#fail(
+        call,
         ChannelErrorCode.frameTooLarge,
         `${name}: the result is ${json.length} bytes, over the channel limit of ${this.#options.maxFrameBytes} bytes; ask for less (e.g. a smaller range)`,
       );
+      return;
     }
-    return encodeResultReply(call.id, json);
+    const end =
+      this.#options.onCallEnd === undefined ? SUCCESS_WITHOUT_BYTES : { resultBytes: Buffer.byteLength(json) };
+    this.#finish(call, encodeResultReply(call.id, json), end);
   }
 
-  #finish(call: ActiveCall, frame: string): void {
+  #fail(call: ActiveCall, code: ChannelErrorCodeValue, message: string): void {
+    if (call.done) return;
+    this.#finish(call, encodeErrorReply(call.id, code, message), { error: message, errorCode: code });
+  }
+
+  #finish(call: ActiveCall, frame: string, end: CallEnd): void {
     if (call.done) return;
     call.done = true;
     if (this.#ended) return;
     this.#inFlight.delete(call.id);
     this.#reply(frame);
+    this.#reportEnd(call, end);
     const next = this.#queue.shift();
     if (next !== undefined) this.#start(next);
+  }
+
+  #reportEnd(call: ActiveCall, end: CallEnd): void {
+    const onCallEnd = this.#options.onCallEnd;
+    // A call still queued never started: it has no start to end.
+    if (onCallEnd === undefined || call.deadline === undefined) return;
+    onCallEnd({
+      id: call.id,
+      tool: call.tool.descriptor.name,
+      startedAt: call.startedAt,
+      endedAt: performance.now(),
+      error: end.error,
+      errorCode: end.errorCode,
+      denied: end.denied === true,
+      resultBytes: end.resultBytes ?? 0,
+    });
   }
 
   #reply(frame: string): void {

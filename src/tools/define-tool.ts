@@ -1,6 +1,6 @@
 import { CodecallError } from '../core/errors.js';
 import { isPlainObject, isStandardSchema } from './schema.js';
-import type { JsonSchema, StandardSchema, Tool, ToolContext } from './types.js';
+import type { ApprovalCheck, JsonSchema, StandardSchema, Tool, ToolContext } from './types.js';
 import { describeKind } from './value-description.js';
 
 /** Valid wire names: letters, digits, `_`, `-` and `.`, 1 to 128 characters. */
@@ -26,6 +26,11 @@ export interface ToolDefinition<Schema extends JsonSchema | StandardSchema, Resu
   readonly inputSchema: Schema;
   /** Shape of the result, documented in the docstring. */
   readonly outputSchema?: JsonSchema | StandardSchema | undefined;
+  /**
+   * Whether a call must be approved by the codecall's `approveToolCall` hook before it runs: `true`, or a function of
+   * the validated arguments. A call that needs approval and has no hook to ask is denied.
+   */
+  readonly needsApproval?: boolean | ApprovalCheck<InferToolArguments<Schema>> | undefined;
   /** Runs the tool on the host with validated arguments. The returned value must be JSON-serialisable. */
   execute(args: InferToolArguments<Schema>, context: ToolContext): Result | Promise<Result>;
 }
@@ -56,7 +61,7 @@ export function checkToolDefinition(tool: unknown): asserts tool is Tool {
       { problem: 'not an object' },
     );
   }
-  const { name, description, inputSchema, outputSchema, execute } = tool as Record<string, unknown>;
+  const { name, description, inputSchema, outputSchema, execute, needsApproval } = tool as Record<string, unknown>;
   if (typeof name !== 'string') {
     throw new CodecallError('INVALID_TOOL', `invalid tool: name must be a string (got ${describeKind(name)})`, {
       field: 'name',
@@ -102,6 +107,13 @@ export function checkToolDefinition(tool: unknown): asserts tool is Tool {
   }
   if (typeof execute !== 'function') {
     throw invalidField(name, 'execute', `must be a function (got ${describeKind(execute)})`);
+  }
+  if (needsApproval !== undefined && typeof needsApproval !== 'boolean' && typeof needsApproval !== 'function') {
+    throw invalidField(
+      name,
+      'needsApproval',
+      `must be true, false or a function of the arguments (got ${describeKind(needsApproval)})`,
+    );
   }
 }
 

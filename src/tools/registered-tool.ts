@@ -19,6 +19,11 @@ export interface RegisteredTool {
    * The message names the tool and the bad field, e.g. `add: argument 'a' must be number (got "x")`.
    */
   checkArguments(args: unknown): ArgumentCheck | Promise<ArgumentCheck>;
+  /**
+   * Whether this call must be approved before it runs (given the checked arguments); absent when the tool never
+   * needs approval.
+   */
+  readonly needsApproval?: ((args: unknown) => boolean | Promise<boolean>) | undefined;
   /** Runs the tool with checked arguments; a throw becomes a ToolError with the error's message. */
   invoke(args: unknown, context: ToolContext): Promise<unknown>;
 }

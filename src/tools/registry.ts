@@ -39,10 +39,12 @@ export function registerTool(tool: Tool): RegisteredTool {
   });
   // Captured now so later mutation of the definition object cannot change what runs.
   const execute = tool.execute;
+  const needsApproval = approvalCheckOf(tool);
   return Object.freeze({
     descriptor,
     module: undefined,
     checkArguments,
+    needsApproval,
     invoke(args: unknown, context: ToolContext): Promise<unknown> {
       // Not an async function: on every call's hot path, that would add a promise and two ticks around the handler's.
       try {
@@ -53,6 +55,14 @@ export function registerTool(tool: Tool): RegisteredTool {
       }
     },
   });
+}
+
+/** The registered form of `needsApproval`: none when the tool never needs approval. */
+function approvalCheckOf(tool: Tool): RegisteredTool['needsApproval'] {
+  const { needsApproval } = tool;
+  if (needsApproval === undefined || needsApproval === false) return undefined;
+  if (needsApproval === true) return () => true;
+  return (args) => needsApproval.call(tool, args as Record<string, unknown>);
 }
 
 /**

@@ -38,6 +38,14 @@ export interface ToolContext {
   readonly artifactsDir: string;
 }
 
+/**
+ * A function deciding from a call's validated arguments whether it needs approval. Declared through a method so it
+ * is checked like `execute` (a tool with typed arguments still fits a list of tools).
+ */
+export type ApprovalCheck<Args> = {
+  check(args: Args): boolean | Promise<boolean>;
+}['check'];
+
 /** A tool the script can call. `inputSchema` describes the keyword arguments of its Python function. */
 export interface Tool<Args = Record<string, unknown>, Result = unknown> {
   /** Name on the wire and, sanitised, of the Python function: letters, digits, `_`, `-`, `.`; at most 128. */
@@ -48,6 +56,11 @@ export interface Tool<Args = Record<string, unknown>, Result = unknown> {
   readonly inputSchema: JsonSchema | StandardSchema<unknown, Args>;
   /** Shape of the result, documented in the docstring. */
   readonly outputSchema?: JsonSchema | StandardSchema | undefined;
+  /**
+   * Whether a call must be approved by the codecall's `approveToolCall` hook before it runs: `true`, or a function of
+   * the validated arguments (as the AI SDK names it). A call that needs approval and has no hook to ask is denied.
+   */
+  readonly needsApproval?: boolean | ApprovalCheck<Args> | undefined;
   /** Runs the tool on the host. The returned value must be JSON-serialisable. */
   execute(args: Args, context: ToolContext): Result | Promise<Result>;
 }

@@ -10,6 +10,7 @@ import type { ToolLookup } from '../../rpc/tool-call-server.js';
 import { buildScriptEnvironment } from '../../sandbox/environment.js';
 import type { PythonInterpreter } from '../../sandbox/interpreter.js';
 import type { PreparedLaunch, RunContainment, SandboxRunner } from '../../sandbox/runner.js';
+import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import type { HintContext } from '../result/failure-hints.js';
 import { forgetProcessGroup, signalProcessGroup, trackProcessGroup } from './process-registry.js';
 import {
@@ -59,6 +60,8 @@ export interface RunEnvironment {
   readonly hintContext: Omit<HintContext, 'limits'>;
   /** Mask secret-shaped tokens in what the result carries (the `redactSecrets` option; default true). */
   readonly redactSecrets?: boolean | undefined;
+  /** The `approveToolCall` hook, asked about calls of tools that need approval. */
+  readonly approveToolCall?: ApproveToolCall | undefined;
 }
 
 /** Options of {@link launchInterpreter}. */

@@ -18,6 +18,12 @@ export interface ProcessOutcome {
   readonly stderr: CapturedOutput;
   readonly exception?: ScriptExceptionReport | undefined;
   readonly toolCalls: number;
+  /** Of those, the calls approval denied. */
+  readonly deniedToolCalls?: number | undefined;
+  /** Timeline of the tool calls. */
+  readonly trace?: ExecuteResult['trace'];
+  /** `performance.now()` when the supervision started: the origin of the trace's offsets. */
+  readonly traceOrigin?: number | undefined;
   readonly toolCallLimitReached: boolean;
   readonly isolation: ExecuteResult['isolation'];
   readonly isolationWarning?: string | undefined;
@@ -138,6 +144,7 @@ export function buildResult(options: BuildResultOptions): ExecuteResult {
     ...(outcome.signal !== null ? { signal: outcome.signal } : {}),
     ...(error !== undefined ? { error } : {}),
     toolCalls: outcome.toolCalls,
+    ...(outcome.deniedToolCalls ? { deniedToolCalls: outcome.deniedToolCalls } : {}),
     durationMs: Math.round(durationMs * 100) / 100,
     ...(outcome.stdout.truncated
       ? {
@@ -154,6 +161,7 @@ export function buildResult(options: BuildResultOptions): ExecuteResult {
     ...(artifacts !== undefined && artifacts.length > 0 ? { artifacts } : {}),
     ...(options.artifactsNote !== undefined ? { artifactsNote: options.artifactsNote } : {}),
     ...(options.stateLost ? { stateLost: true } : {}),
+    ...(outcome.trace !== undefined ? { trace: outcome.trace } : {}),
   };
   const hint = status === 'success' ? undefined : failureHint(base, { ...options.hintContext, limits });
   return hint === undefined ? base : { ...base, hint };

@@ -2,10 +2,12 @@ import { CodecallAbortError } from '../../core/errors.js';
 import type { LimitReason } from '../../core/isolation.js';
 import type { Limits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
+import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import { type LaunchedInterpreter, launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
 import { createRunId } from '../launch/run-directory.js';
 import { finishResult, outputPathsOf } from '../result/finish-result.js';
 import { runFrame } from './hand-over.js';
+import { type RunEventListener, runEventsFor } from './run-events.js';
 import { killPolicy } from './stop-policy.js';
 import { Supervisor } from './supervisor.js';
 
@@ -21,13 +23,17 @@ export interface RunOptions {
    * before the result either way. Without it the run awaits the whole cleanup.
    */
   readonly deferCleanup?: ((cleanup: Promise<void>) => void) | undefined;
+  /** Receives the run's live events. */
+  readonly onEvent?: RunEventListener | undefined;
+  /** This run's approval hook, over the codecall's. */
+  readonly approveToolCall?: ApproveToolCall | undefined;
 }
 
 /**
  * Runs one script in a fresh interpreter: private directory, launch through the runner, then the supervisor (tool
  * channel, output capture, limits, kill of the whole process tree), result, cleanup. Resolves with the result for
  * every failure of the script; rejects only for host problems (spawn failure) and with an AbortError when `signal`
- * fires.
+ * fires; the AbortError carries the result of a run that had started (see {@link CodecallAbortError}).
  */
 export async function runScript(
   environment: RunEnvironment,
@@ -83,7 +89,9 @@ async function superviseRun(
       isolation: environment.runner.isolation,
       isolationWarning: environment.runner.isolationWarning,
       limits,
+      approve: environment.approveToolCall,
     });
+    const events = runEventsFor(options.onEvent, environment);
     const outcome = await supervisor.supervise({
       limits,
       nonce: launched.outputNonce,
@@ -93,6 +101,8 @@ async function superviseRun(
       handOver,
       signal: options.signal,
       onStart: options.onStart,
+      events,
+      approveToolCall: options.approveToolCall,
     });
     return await finishResult({
       outcome,
@@ -102,6 +112,8 @@ async function superviseRun(
       startedAt,
       signal: options.signal,
       redactSecrets: environment.redactSecrets,
+      events,
+      runId: launched.runId,
     });
   } finally {
     const cleanup = launched.release();

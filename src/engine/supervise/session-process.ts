@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Limits } from '../../core/limits.js';
+import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import type { LaunchedInterpreter, RunEnvironment } from '../launch/interpreter-launch.js';
 import { cellFrame } from './hand-over.js';
+import type { RunEvents } from './run-events.js';
 import { interruptThenKillPolicy } from './stop-policy.js';
 import { type SupervisedOutcome, Supervisor } from './supervisor.js';
 
@@ -28,6 +30,7 @@ export class SessionProcess {
       isolation: environment.runner.isolation,
       isolationWarning: environment.runner.isolationWarning,
       limits,
+      approve: environment.approveToolCall,
     });
     void launched.exited.then(() => onExit(this));
     // An idle session interpreter does not keep the host alive.
@@ -56,6 +59,8 @@ export class SessionProcess {
     /** The host-only folder the cell's artifacts are written into. */
     readonly artifactsFolder: string;
     readonly signal?: AbortSignal | undefined;
+    readonly events?: RunEvents | undefined;
+    readonly approveToolCall?: ApproveToolCall | undefined;
   }): Promise<SupervisedOutcome> {
     const { id, limits } = options;
     const nonce = `${this.#noncePrefix}${id.toString(16)}`;
@@ -68,6 +73,8 @@ export class SessionProcess {
       handOver: cellFrame({ id, code: options.code, nonce, cpuSeconds: limits.cpuSeconds }),
       cellId: id,
       signal: options.signal,
+      events: options.events,
+      approveToolCall: options.approveToolCall,
     });
   }
 

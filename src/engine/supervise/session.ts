@@ -2,10 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { CodecallAbortError, CodecallError } from '../../core/errors.js';
 import { type Limits, resolveCallLimits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
+import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import { launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
 import { createRunId } from '../launch/run-directory.js';
 import { finishResult, outputPathsOf } from '../result/finish-result.js';
 import { checkCode } from './check-code.js';
+import { type RunEventListener, runEventsFor } from './run-events.js';
 import { SessionProcess } from './session-process.js';
 import type { SessionSlots, SlotHolder } from './session-slots.js';
 
@@ -28,8 +30,15 @@ export interface SessionOptions {
 
 /** Per-cell options of `session.execute`. */
 export interface CellOptions {
-  /** Aborting interrupts the cell (then kills the interpreter if it does not stop) and rejects with an AbortError. */
+  /**
+   * Aborting interrupts the cell (then kills the interpreter if it does not stop) and rejects with an AbortError
+   * carrying the cell's result (status `aborted`, what it printed up to the abort).
+   */
   readonly signal?: AbortSignal | undefined;
+  /** Receives the cell's live events (`run-start` ... `run-end`); see {@link RunEvent}. */
+  readonly onEvent?: RunEventListener | undefined;
+  /** Approval hook for this cell's calls, in place of the codecall's `approveToolCall`. */
+  readonly approveToolCall?: ApproveToolCall | undefined;
   /** Wall-clock limit of this cell, overriding `limits.timeoutMs`. */
   readonly timeoutMs?: number | undefined;
   /** Other per-cell limits (time, CPU, tool calls, output) for this cell only. */
@@ -109,7 +118,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     checkCode(code);
     if (this.#closed) throw closedError();
     const limits = resolveCallLimits(this.#limits, options);
-    return this.#enqueue(() => this.#runCell(code, limits, options.signal));
+    return this.#enqueue(() => this.#runCell(code, limits, options));
   }
 
   async reset(): Promise<void> {
@@ -146,7 +155,8 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     return run;
   }
 
-  async #runCell(code: string, limits: Limits, signal: AbortSignal | undefined): Promise<ExecuteResult> {
+  async #runCell(code: string, limits: Limits, options: CellOptions): Promise<ExecuteResult> {
+    const { signal, onEvent, approveToolCall } = options;
     if (this.#closed) throw closedError();
     if (signal?.aborted) throw new CodecallAbortError(signal.reason);
     const startedAt = performance.now();
@@ -158,6 +168,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
       this.#cells += 1;
       const id = this.#cells;
       const outputPaths = outputPathsOf(environment.outputRoot, `${launched.runId}-${id}`);
+      const events = runEventsFor(onEvent, environment);
       const outcome = await process.run({
         id,
         code,
@@ -165,6 +176,8 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
         outputPath: outputPaths.stdout,
         artifactsFolder: outputPaths.artifacts,
         signal,
+        events,
+        approveToolCall,
       });
       const died = outcome.processEnded;
       if (died) this.#stateLostUnreported = true;
@@ -180,6 +193,9 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
           signal,
           stateLost,
           redactSecrets: environment.redactSecrets,
+          events,
+          runId: launched.runId,
+          cell: id,
         });
       } finally {
         // After the result is built: forgetting the process releases its run directory.

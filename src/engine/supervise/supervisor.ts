@@ -8,12 +8,15 @@ import {
   type ScriptExceptionReport,
 } from '../../rpc/protocol.js';
 import { exceptionReport, ToolCallServer, type ToolLookup } from '../../rpc/tool-call-server.js';
+import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import { type LaunchedInterpreter, type ProcessExit, settledWithin } from '../launch/interpreter-launch.js';
 import { ArtifactSink, type ReceivedArtifacts } from '../result/artifact-sink.js';
 import type { ProcessOutcome } from '../result/run-result.js';
 import { type ExitStatus, exitStatusOf, limitReasonOf } from './limit-reason.js';
 import { OutputCapture } from './output-capture.js';
 import { OutputSplitter, type OutputSplitterHandlers } from './output-splitter.js';
+import type { RunEvents } from './run-events.js';
+import { RunTraceRecorder } from './run-trace.js';
 import type { StopPolicy } from './stop-policy.js';
 
 /** How long output still in the pipes is read after the interpreter ended (or after a cell reported its end). */
@@ -49,6 +52,8 @@ export interface SupervisorOptions {
   readonly isolationWarning?: string | undefined;
   /** Limits the process was started with: the channel's frame size, the output it may print while nothing runs. */
   readonly limits: Limits;
+  /** The codecall's `approveToolCall` hook, asked about calls of tools that need approval. */
+  readonly approve?: ApproveToolCall | undefined;
 }
 
 /** Options of {@link Supervisor.supervise}: one run of a one-shot interpreter, or one cell of a session's. */
@@ -74,6 +79,10 @@ export interface SuperviseOptions {
   readonly signal?: AbortSignal | undefined;
   /** Called once it is supervised, with a function that stops it (for `close()`). */
   readonly onStart?: ((stop: (reason: LimitReason) => void) => void) | undefined;
+  /** This run's or cell's own approval hook, over the codecall's. */
+  readonly approveToolCall?: ApproveToolCall | undefined;
+  /** Where its live events go (the caller's `onEvent`); none when nobody listens. */
+  readonly events?: RunEvents | undefined;
 }
 
 /** What a supervised run or cell left for its result, and whether the interpreter ended with it. */
@@ -82,6 +91,7 @@ export interface SupervisedOutcome extends ProcessOutcome {
   readonly processEnded: boolean;
   /** What the script sent as artifacts (`$artifact`), written to the host-only folder. */
   readonly artifacts: ReceivedArtifacts;
+  readonly traceOrigin: number;
 }
 
 /** What `$cell_done` reported. */
@@ -116,6 +126,7 @@ interface Supervised {
   readonly stderr: OutputCapture;
   /** Receives its `$artifact` frames. */
   readonly artifacts: ArtifactSink;
+  readonly trace: RunTraceRecorder;
   /** The first reason it was stopped for. */
   stoppedFor: LimitReason | undefined;
   /** Cancels the stop policy's pending steps; set once stopping started. */
@@ -174,6 +185,14 @@ export class Supervisor {
       },
       onNotification: (method, params) => this.#onNotification(method, params),
       onAbuse: (reason) => this.stop(reason),
+      approvalHook: () => this.#current?.options.approveToolCall ?? options.approve,
+      onCallStart: (call) => this.#current?.options.events?.toolCallStart(call),
+      onCallEnd: (call) => {
+        const current = this.#current;
+        if (current === undefined) return;
+        current.trace.add(call);
+        current.options.events?.toolCallEnd(call);
+      },
     });
     // Tools are called only while a run or cell is supervised.
     this.#server.refuseCalls(NO_CELL_RUNNING);
@@ -219,6 +238,7 @@ export class Supervisor {
       }),
       stderr: new OutputCapture({ keepBytes: limits.maxStderrBytes }),
       artifacts: new ArtifactSink({ folder: options.artifactsFolder }),
+      trace: new RunTraceRecorder(performance.now()),
       stoppedFor: undefined,
       cancelStop: undefined,
       exception: undefined,
@@ -230,20 +250,23 @@ export class Supervisor {
     };
     this.#current = current;
     this.#outsideBytes = 0;
-    const capture = (target: OutputCapture) => (chunk: Buffer) => {
+    const { events } = options;
+    const capture = (target: OutputCapture, type: 'stdout' | 'stderr') => (chunk: Buffer) => {
       target.push(chunk);
+      events?.output(type, chunk);
       if (current.stdout.totalBytes + current.stderr.totalBytes > limits.maxOutputBytes) {
         this.#stop(current, 'output');
       }
     };
     const [stdout, stderr] = this.#streams;
-    stdout.handlers.output = capture(current.stdout);
-    stderr.handlers.output = capture(current.stderr);
+    stdout.handlers.output = capture(current.stdout, 'stdout');
+    stderr.handlers.output = capture(current.stderr, 'stderr');
     for (const output of this.#streams) {
       output.markerSeen = false;
       output.splitter.expect(options.nonce);
     }
     this.#server.startBudget(limits);
+    events?.emit({ type: 'run-start', runId: process.runId, cell: options.cellId });
     const timeoutTimer = setTimeout(() => this.#stop(current, 'timeout'), limits.timeoutMs);
     const onAbort = () => this.#stop(current, 'aborted');
     options.signal?.addEventListener('abort', onAbort, { once: true });
@@ -275,6 +298,7 @@ export class Supervisor {
         output.stream.off('data', output.onData);
         output.stream.off('close', output.onClose);
       }
+      events?.flushOutput();
       this.#current = undefined;
       const exited: ExitStatus =
         'error' in end.exit ? { exitCode: null, signal: null } : { exitCode: end.exit.code, signal: end.exit.signal };
@@ -286,6 +310,7 @@ export class Supervisor {
     } else {
       this.#server.refuseCalls(CELL_ENDED);
       for (const output of this.#streams) output.handlers.output = ignoreOutput;
+      events?.flushOutput();
       this.#current = undefined;
       process.holdEventLoop(false);
       status = { exitCode: end.report.exitCode, signal: null };
@@ -313,6 +338,9 @@ export class Supervisor {
       stderr: stderrCapture,
       exception,
       toolCalls: this.#server.toolCalls,
+      deniedToolCalls: this.#server.deniedToolCalls,
+      trace: current.trace.finish(),
+      traceOrigin: current.trace.origin,
       toolCallLimitReached,
       isolation: this.#isolation,
       isolationWarning: this.#isolationWarning,
