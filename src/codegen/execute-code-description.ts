@@ -125,6 +125,8 @@ export function describeExecuteCodeTool(options: DescribeExecuteCodeToolOptions)
     'Only printed output comes back to you, so do the work in the script (loops, filtering, combining results) ' +
     `and print just what you need. A failing tool raises \`${moduleName}.ToolError\`. ` +
     `For parallel calls, \`await asyncio.gather(...)\` over the same functions in \`${moduleName}.aio\`. ` +
+    `Helpers in \`${moduleName}\`: \`json_parse(text, default=None)\` (lenient JSON), \`shell_quote(value)\`, ` +
+    '`retry(fn, *args, max_attempts=3, delay=1.0)` (retries on any exception) and `search_tools(query)`. ' +
     'Only the Python standard library is available.';
   const sections = [overview, describeFunctions(moduleName, functions, maxListed), describeLimits(limits)];
   const isolationNote = describeIsolation(options.isolation, options.network);

@@ -18,7 +18,7 @@ import { CodecallPreparation, type Prepared } from './codecall-preparation.js';
 import { launchInterpreter } from './launch/interpreter-launch.js';
 import { createRunId } from './launch/run-directory.js';
 import { RunTracking } from './run-tracking.js';
-import { checkCode } from './supervise/check-code.js';
+import { checkCode, emptyCodeResult, isEmptyCode } from './supervise/check-code.js';
 import { runPooledScript, runScript } from './supervise/run-script.js';
 import { type CodecallSession, InterpreterSession, type SessionOptions } from './supervise/session.js';
 import { WarmPool } from './supervise/warm-pool.js';
@@ -100,6 +100,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       checkCode(code);
       const runLimits = resolveCallLimits(limits, executeOptions);
       const { environment } = await prepare();
+      if (isEmptyCode(code)) return emptyCodeResult(environment.runner.isolation);
       const pooled = await pool?.take(environment, runLimits);
       try {
         return await tracking.track((onStart) => {

@@ -13,7 +13,9 @@ const OVERVIEW =
   '(`from tools import read_file`); each call runs the tool and returns its result as a parsed value ' +
   '(dict, list, str, ...). Only printed output comes back to you, so do the work in the script (loops, filtering, ' +
   'combining results) and print just what you need. A failing tool raises `tools.ToolError`. For parallel calls, ' +
-  '`await asyncio.gather(...)` over the same functions in `tools.aio`. Only the Python standard library is ' +
+  '`await asyncio.gather(...)` over the same functions in `tools.aio`. Helpers in `tools`: ' +
+  '`json_parse(text, default=None)` (lenient JSON), `shell_quote(value)`, `retry(fn, *args, max_attempts=3, ' +
+  'delay=1.0)` (retries on any exception) and `search_tools(query)`. Only the Python standard library is ' +
   'available.';
 
 const generated = generatePythonModule({
