@@ -186,6 +186,7 @@ export class CodecallPreparation {
         redactSecrets,
         hintContext: {
           moduleName,
+          workspace: { root: this.#options.workspace, mount: 'none' },
           functionNames: rootFunctions,
           submoduleNames: [
             ...new Set(
