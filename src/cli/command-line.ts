@@ -6,7 +6,7 @@ import type { Limits } from '../core/limits.js';
 import { type CodecallOptions, createCodecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/result/format-result.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
-import { runDoctor } from './doctor.js';
+import { checkImportNames, runDoctor } from './doctor.js';
 import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting, readHttpToken } from './http-token.js';
 import { terminalJson, terminalText } from './terminal-output.js';
 
@@ -27,7 +27,9 @@ commands:
 
 options:
   --config FILE         configuration file (default: ./codecall.json when present)
-  --workspace DIR       folder the built-in file tools work in (default: the current directory)
+  --workspace DIR       folder the built-in file tools work in, and the script starts in (default: the current
+                        directory)
+  --workspace-mount M   how the script sees the workspace: read-only (default) | copy | read-write | none
   --timeout SECONDS     wall-clock limit of the run
   --sandbox MODE        auto | bubblewrap | none
   --python COMMAND      Python interpreter (default: python3)
@@ -38,6 +40,8 @@ options:
   --host ADDRESS        serve: address to listen on with --http PORT (default 127.0.0.1)
   --token-file FILE     serve: the bearer token, from a file only this user can read (or set ${HTTP_TOKEN_ENVIRONMENT_VARIABLE})
   --allow-host NAME     serve: a further name accepted in Host and Origin (e.g. a proxy's); repeatable
+  --import MODULE       doctor: import MODULE inside the sandbox and say why it fails; repeatable or comma-separated
+                        (default: the notable packages found)
   -h, --help            show this help
 `;
 
@@ -141,6 +145,7 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
     const fileOptions = await loadConfigFile(values.config);
     const options: Record<string, unknown> = { ...CLI_DEFAULTS, ...fileOptions };
     if (values.workspace !== undefined) options.workspace = values.workspace;
+    if (values['workspace-mount'] !== undefined) options.workspaceMount = values['workspace-mount'];
     if (values.sandbox !== undefined) options.sandbox = values.sandbox;
     if (values.python !== undefined) options.python = values.python;
     if (values.timeout !== undefined) {
@@ -157,6 +162,7 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
         return await stubsCommand(options as CodecallOptions, streams);
       case 'doctor':
         return await runDoctor(options as CodecallOptions, streams.stdout, {
+          imports: values.import === undefined ? undefined : checkImportNames(values.import),
           httpToken: () => readHttpToken({ tokenFile: values['token-file'], environment: process.env }),
         });
       case 'serve':
@@ -194,6 +200,8 @@ function parseCommandLine(argv: readonly string[]) {
       host: { type: 'string' },
       'token-file': { type: 'string' },
       'allow-host': { type: 'string', multiple: true },
+      import: { type: 'string', multiple: true },
+      'workspace-mount': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });

@@ -54,6 +54,11 @@ export interface DescribeExecuteCodeToolOptions {
   readonly network?: boolean | undefined;
   /** Tool sources that could not be loaded, with their error, so the model knows what is missing and why. */
   readonly failedSources?: readonly { readonly name: string; readonly error: string }[] | undefined;
+  /**
+   * What the interpreter can import besides the standard library (notable packages by name, the others counted);
+   * without it the description says only the standard library is available.
+   */
+  readonly importable?: { readonly notable: readonly string[]; readonly others: number } | undefined;
   /** List functions one by one up to this many; default {@link DEFAULT_MAX_LISTED_FUNCTIONS}. */
   readonly maxListedFunctions?: number | undefined;
 }
@@ -109,6 +114,16 @@ function describeIsolation(
   return `The script runs in a sandbox with a private working directory; ${SANDBOX_NOTE}${networkNote}`;
 }
 
+function describeImportable(importable: DescribeExecuteCodeToolOptions['importable']): string {
+  if (importable === undefined || (importable.notable.length === 0 && importable.others === 0)) {
+    return 'Only the Python standard library is available.';
+  }
+  const others = importable.others === 0 ? '' : plural(importable.others, 'other module');
+  const named = importable.notable.join(', ');
+  const list = named === '' ? others : others === '' ? named : `${named} and ${others}`;
+  return `Installed besides the Python standard library: ${list}.`;
+}
+
 /**
  * The model-facing description of the `execute_code` tool: what it does and how to use it, the available functions
  * (one line each, or the modules and a pointer to `search_tools` when there are more than `maxListedFunctions`), the
@@ -127,7 +142,7 @@ export function describeExecuteCodeTool(options: DescribeExecuteCodeToolOptions)
     `For parallel calls, \`await asyncio.gather(...)\` over the same functions in \`${moduleName}.aio\`. ` +
     `Helpers in \`${moduleName}\`: \`json_parse(text, default=None)\` (lenient JSON), \`shell_quote(value)\`, ` +
     '`retry(fn, *args, max_attempts=3, delay=1.0)` (retries on any exception) and `search_tools(query)`. ' +
-    'Only the Python standard library is available.';
+    describeImportable(options.importable);
   const sections = [overview, describeFunctions(moduleName, functions, maxListed), describeLimits(limits)];
   const isolationNote = describeIsolation(options.isolation, options.network);
   if (isolationNote !== '') sections.push(isolationNote);

@@ -6,6 +6,7 @@ import {
 import type { GeneratedPythonModule } from '../codegen/python-module.js';
 import { type Limits, resolveCallLimits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
+import { importablePackagesOf } from '../sandbox/notable-packages.js';
 import type { ToolSourceStatus } from '../tools/registered-tool.js';
 import type { JsonSchema } from '../tools/types.js';
 import {
@@ -128,6 +129,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
         isolation: environment.runner.isolation,
         network,
         failedSources,
+        importable: importablePackagesOf(environment.interpreter.siteModuleNames),
       });
     },
     async toolDefinition() {

@@ -143,6 +143,25 @@ Limits: the script is stopped after 1.5 seconds and may make at most 1 tool call
   });
 });
 
+describe('what the script can import', () => {
+  const describeWith = (importable: { notable: string[]; others: number } | undefined) =>
+    describeExecuteCodeTool({ moduleName: 'tools', functions: [], limits: resolveLimits(undefined), importable });
+
+  it('names the notable packages and counts the others instead of "standard library only"', () => {
+    const text = describeWith({ notable: ['numpy', 'matplotlib'], others: 12 });
+    expect(text).toContain('Installed besides the Python standard library: numpy, matplotlib and 12 other modules.');
+    expect(text).not.toContain('Only the Python standard library');
+    expect(describeWith({ notable: [], others: 1 })).toContain(
+      'Installed besides the Python standard library: 1 other module.',
+    );
+  });
+
+  it('says standard library only when nothing else is installed or nothing was probed', () => {
+    expect(describeWith({ notable: [], others: 0 })).toContain('Only the Python standard library is available.');
+    expect(describeWith(undefined)).toContain('Only the Python standard library is available.');
+  });
+});
+
 describe('the execute_code tool definition', () => {
   it('is named execute_code and takes one required string, code', () => {
     expect(EXECUTE_CODE_TOOL_NAME).toBe('execute_code');

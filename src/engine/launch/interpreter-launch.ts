@@ -50,6 +50,8 @@ export interface RunEnvironment {
   readonly modulePaths: readonly string[];
   /** Directory of the shipped Python runtime (boot script and `codecall_runtime`). */
   readonly runtimeDir: string;
+  /** Folder with `python` and `python3` linked to the interpreter: first on the script's PATH, read-only. */
+  readonly interpreterCommandsDir?: string | undefined;
   readonly runsRoot: string;
   /** Where full outputs and artifacts are kept after a run. */
   readonly outputRoot: string;
@@ -137,6 +139,7 @@ export async function launchInterpreter(
       tmpDir: directory.tmp,
       artifactsDir: directory.artifacts,
       pythonPath: [...environment.modulePaths, environment.runtimeDir, ...environment.interpreter.sitePaths],
+      commandsDir: environment.interpreterCommandsDir,
       limits,
       extra: environment.environmentExtra,
       passthrough: environment.environmentPassthrough,
@@ -148,7 +151,13 @@ export async function launchInterpreter(
       interpreter: environment.interpreter,
       pythonArguments: BOOT_ARGUMENTS[options.mode],
       workDir: directory.root,
-      readOnlyPaths: [...new Set([...environment.modulePaths, environment.runtimeDir])],
+      readOnlyPaths: [
+        ...new Set([
+          ...environment.modulePaths,
+          environment.runtimeDir,
+          ...(environment.interpreterCommandsDir === undefined ? [] : [environment.interpreterCommandsDir]),
+        ]),
+      ],
       environment: scriptEnvironment,
       limits,
       network: environment.network,
