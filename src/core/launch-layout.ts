@@ -21,4 +21,6 @@ export const BootVariable = {
   outputNonce: 'CODECALL_OUTPUT_NONCE',
   /** The run's rlimits: `as=N,nproc=N,fsize=N,nofile=N,cpu=N,core=0`. */
   resourceLimits: 'CODECALL_RLIMITS',
+  /** Where the script starts: the workspace as it sees it, when mounted (also documented to scripts). */
+  workspace: 'CODECALL_WORKSPACE',
 } as const;

@@ -181,6 +181,7 @@ export class CodecallPreparation {
         modulePaths: [moduleDir],
         runtimeDir,
         interpreterCommandsDir,
+        workspace: { root: this.#options.workspace, mount: this.#options.workspaceMount },
         runsRoot: directories.runs,
         outputRoot: directories.outputs,
         environmentExtra: variables.extra,
@@ -189,7 +190,7 @@ export class CodecallPreparation {
         redactSecrets,
         hintContext: {
           moduleName,
-          workspace: { root: this.#options.workspace, mount: 'none' },
+          workspace: { root: this.#options.workspace, mount: this.#options.workspaceMount },
           importablePackages: importablePackagesOf(interpreter.siteModuleNames).notable,
           functionNames: rootFunctions,
           submoduleNames: [

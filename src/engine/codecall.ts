@@ -77,7 +77,7 @@ export interface Codecall {
  */
 export function createCodecall(options: CodecallOptions = {}): Codecall {
   const resolved = resolveCodecallOptions(options);
-  const { limits, moduleName, network } = resolved;
+  const { limits, moduleName, network, workspaceMount } = resolved;
   const preparation = new CodecallPreparation(resolved);
   const tracking = new RunTracking({ maxLiveSessions: resolved.sessions.maxLive });
   const pool =
@@ -128,6 +128,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
         limits,
         isolation: environment.runner.isolation,
         network,
+        workspaceMount,
         failedSources,
         importable: importablePackagesOf(environment.interpreter.siteModuleNames),
       });
