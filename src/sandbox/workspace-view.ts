@@ -22,7 +22,7 @@ export interface WorkspaceView {
 /**
  * Copies the workspace into `target` for mode `copy`: folders, regular files and symbolic links (as links, never
  * followed, so a link out of the workspace copies nothing from outside); devices, sockets and pipes are left out.
- * Cost is that of copying every file (measured: about 1 ms per 10 files of a few kilobytes); no copy-on-write.
+ * Cost is that of copying every file (measured: 0.6–1 s for 1,000 files of 2 KB on a busy machine); no copy-on-write.
  */
 export function copyWorkspace(source: string, target: string): void {
   cpSync(source, target, {
