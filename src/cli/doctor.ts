@@ -2,6 +2,7 @@ import type { Writable } from 'node:stream';
 import { CodecallError } from '../core/errors.js';
 import type { Limits } from '../core/limits.js';
 import { formatBytes, formatSeconds, plural } from '../core/wording.js';
+import { DEFAULT_WORKSPACE_MOUNT } from '../core/workspace-mount.js';
 import { type CodecallOptions, createCodecall, DEFAULT_PYTHON } from '../engine/codecall.js';
 import { describeSandboxProbe, probeSandbox } from '../sandbox/bubblewrap-probe.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
@@ -175,6 +176,10 @@ export async function runDoctor(
       line('mcp server', `${name}: ${state}`);
     }
     if (healthy && !(await probeImports(codecall, imports, python, line))) healthy = false;
+    line(
+      'workspace',
+      `${options.workspace ?? process.cwd()} (workspaceMount ${options.workspaceMount ?? DEFAULT_WORKSPACE_MOUNT})`,
+    );
     line('limits', describeLimits(codecall.limits));
     line(
       'secrets',

@@ -165,6 +165,7 @@ describe('codecall stubs and doctor', () => {
     expect(result.stdout).toMatch(/^isolation\s+(bubblewrap|none) \(sandbox: auto\)$/m);
     expect(result.stdout).toMatch(/^limits\s+timeout 300 seconds, 1,000 tool calls/m);
     expect(result.stdout).toMatch(/^packages\s+/m);
+    expect(result.stdout).toMatch(/^workspace\s+\/.* \(workspaceMount read-only\)$/m);
   });
 
   it('tries the named imports inside the sandbox and says which fail and why', async () => {
