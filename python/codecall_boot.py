@@ -32,6 +32,7 @@ class BootVariable:
     PARENT_PID = "CODECALL_PARENT_PID"
     WORK_DIRECTORY = "CODECALL_WORK_DIR"
     ARTIFACTS_DIRECTORY = "CODECALL_ARTIFACTS_DIR"
+    WORKSPACE = "CODECALL_WORKSPACE"
 
 
 class ChannelErrorCode:
@@ -346,12 +347,43 @@ def _run(path, source=None):
     return 0
 
 
+def enter_workspace():
+    """Makes the workspace the working directory when the host mounted it (`CODECALL_WORKSPACE`); returns it, or None.
+
+    Relative paths then start in the workspace, and its modules import (it becomes the script's folder on sys.path).
+    """
+    workspace = posix.environ.get(BootVariable.WORKSPACE.encode())
+    if not workspace:
+        return None
+    try:
+        posix.chdir(workspace)
+    except OSError as error:
+        sys.stderr.write("codecall: cannot enter the workspace: %s\n" % error)
+        return None
+    return posix.getcwd()
+
+
 def _run_main(path, source=None):
     global _script_file
     _script_file = path
     sys.argv = sys.argv[1:]
-    # The script's folder first on sys.path, as when Python runs a file (the run directory is the cwd).
-    sys.path[0] = posix.getcwd() if "/" not in path else path.rsplit("/", 1)[0]
+    if source is None:
+        # Read before leaving the run directory for the workspace: the script file stays where the host wrote it.
+        try:
+            with open(path, "rb") as handle:
+                source = handle.read()
+        except OSError:
+            source = None
+    folder = posix.getcwd() if "/" not in path else path.rsplit("/", 1)[0]
+    workspace = enter_workspace()
+    if workspace is not None and source is not None:
+        # Tracebacks read the script's lines by its relative name, which no longer resolves from the workspace.
+        import linecache
+
+        lines = source.decode("utf-8", "replace").splitlines(True)
+        linecache.cache[path] = (len(source), None, lines, path)
+    # The script's folder first on sys.path, as when Python runs a file: the workspace when it is mounted.
+    sys.path[0] = workspace or folder
     _finish(_run(path, source))
 
 

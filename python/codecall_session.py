@@ -163,7 +163,7 @@ def main():
     module.__builtins__ = __builtins__
     sys.modules["__main__"] = module
     sys.argv = [""]
-    sys.path[0] = posix.getcwd()
+    sys.path[0] = _boot.enter_workspace() or posix.getcwd()
     _signal.signal(_signal.SIGINT, _on_interrupt)
     _thread.start_new_thread(_watch_interrupts, (interrupts, _thread.get_ident()))
     namespace = module.__dict__

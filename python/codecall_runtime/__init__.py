@@ -531,13 +531,21 @@ def stop_writes(timeout):
 
 
 def json_parse(text, default=None):
-    """Parses JSON text; returns `default` when it is not valid JSON. Values that are already parsed pass through."""
+    """Parses JSON text; returns `default` when it is not valid JSON. Values that are already parsed pass through.
+
+    Lenient the way model-written input needs: control characters inside strings and a leading byte-order mark are
+    accepted (`json.loads(strict=False)`)."""
     if not isinstance(text, (str, bytes, bytearray)):
         return text
     import json
 
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8-sig")
+        except UnicodeDecodeError:
+            return default
     try:
-        return json.loads(text)
+        return json.loads(text.lstrip("\ufeff"), strict=False)
     except ValueError:
         return default
 
@@ -549,18 +557,23 @@ def shell_quote(value):
     return shlex.quote(str(value))
 
 
-def retry(function, *args, attempts=3, delay=0.5, backoff=2.0, exceptions=(ToolError,), **kwargs):
-    """Calls `function(*args, **kwargs)`, retrying up to `attempts` times on `exceptions` with growing delays."""
+def retry(function, *args, max_attempts=3, delay=1.0, backoff=2.0, exceptions=(Exception,), attempts=None,
+          **kwargs):
+    """Calls `function(*args, **kwargs)` up to `max_attempts` times, on any exception by default (narrow it with
+    `exceptions`), waiting `delay` seconds before the second try and `backoff` times longer before each next one.
+    `attempts` is an older name of `max_attempts`."""
     import time
 
-    if attempts < 1:
-        raise ValueError("attempts must be at least 1")
+    if attempts is not None:
+        max_attempts = attempts
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
     wait = delay
-    for attempt in range(1, attempts + 1):
+    for attempt in range(1, max_attempts + 1):
         try:
             return function(*args, **kwargs)
         except exceptions:
-            if attempt == attempts:
+            if attempt == max_attempts:
                 raise
             time.sleep(wait)
             wait *= backoff

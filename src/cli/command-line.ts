@@ -6,7 +6,7 @@ import type { Limits } from '../core/limits.js';
 import { type CodecallOptions, createCodecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/result/format-result.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
-import { runDoctor } from './doctor.js';
+import { checkImportNames, runDoctor } from './doctor.js';
 import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting, readHttpToken } from './http-token.js';
 import { liveRunView } from './live-run-view.js';
 import { terminalJson, terminalText } from './terminal-output.js';
@@ -30,7 +30,9 @@ commands:
 
 options:
   --config FILE         configuration file (default: ./codecall.json when present)
-  --workspace DIR       folder the built-in file tools work in (default: the current directory)
+  --workspace DIR       folder the built-in file tools work in, and the script starts in (default: the current
+                        directory)
+  --workspace-mount M   how the script sees the workspace: read-only (default) | copy | read-write | none
   --timeout SECONDS     wall-clock limit of the run
   --sandbox MODE        auto | bubblewrap | none
   --python COMMAND      Python interpreter (default: python3)
@@ -44,6 +46,8 @@ options:
   --allow-host NAME     serve: a further name accepted in Host and Origin (e.g. a proxy's); repeatable
   --allow-unsandboxed   serve: run scripts without a sandbox when bubblewrap is not usable (sandbox "auto");
                         without it serve refuses to start there
+  --import MODULE       doctor: import MODULE inside the sandbox and say why it fails; repeatable or comma-separated
+                        (default: the notable packages found)
   -h, --help            show this help
 `;
 
@@ -149,6 +153,7 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
     const fileOptions = await loadConfigFile(values.config);
     const options: Record<string, unknown> = { ...CLI_DEFAULTS, ...fileOptions };
     if (values.workspace !== undefined) options.workspace = values.workspace;
+    if (values['workspace-mount'] !== undefined) options.workspaceMount = values['workspace-mount'];
     if (values.sandbox !== undefined) options.sandbox = values.sandbox;
     if (values.python !== undefined) options.python = values.python;
     if (values.timeout !== undefined) {
@@ -165,6 +170,7 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
         return await stubsCommand(options as CodecallOptions, streams);
       case 'doctor':
         return await runDoctor(options as CodecallOptions, streams.stdout, {
+          imports: values.import === undefined ? undefined : checkImportNames(values.import),
           httpToken: () => readHttpToken({ tokenFile: values['token-file'], environment: process.env }),
         });
       case 'serve':
@@ -211,6 +217,8 @@ function parseCommandLine(argv: readonly string[]) {
       'token-file': { type: 'string' },
       'allow-host': { type: 'string', multiple: true },
       'allow-unsandboxed': { type: 'boolean' },
+      import: { type: 'string', multiple: true },
+      'workspace-mount': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });

@@ -25,8 +25,9 @@ export const CLI_DEFAULTS: CodecallOptions = Object.freeze({ builtinTools: ['fil
 
 /**
  * Reads a configuration file. With no explicit path, `codecall.json` in the current directory is used when present.
- * Relative paths inside it (`workspace`, `stateDir`, a stdio server's `cwd`, a `sqlite:` database, `toolModules`)
- * are resolved against the file's folder; the tools of `toolModules` are loaded into `tools`.
+ * Relative paths inside it (`workspace`, `stateDir`, `readOnlyPaths`, a `python` path, a stdio server's `cwd`, a
+ * `sqlite:` database, `toolModules`) are resolved against the file's folder; the tools of `toolModules` are loaded
+ * into `tools`.
  * @throws CodecallError `INVALID_CONFIG` naming the file and the bad key or value; `DUPLICATE_TOOL` for two tool
  *   modules' tools of one name.
  */
@@ -64,6 +65,11 @@ export async function loadConfigFile(path: string | undefined): Promise<Codecall
     }
     config[key] = resolve(base, value);
   }
+  if (Array.isArray(config.readOnlyPaths)) {
+    config.readOnlyPaths = config.readOnlyPaths.map((path) => (typeof path === 'string' ? resolve(base, path) : path));
+  }
+  // A path to an interpreter (`./.venv/bin/python`) is relative to the file; a bare command is looked up on PATH.
+  if (typeof config.python === 'string' && config.python.includes('/')) config.python = resolve(base, config.python);
   if (config.mcpServers !== undefined) {
     // Relative `cwd` of stdio servers is relative to the file, like `workspace`.
     config.mcpServers = parseMcpServers(config.mcpServers, { baseDirectory: base });

@@ -3,12 +3,14 @@ import type { Writable } from 'node:stream';
 import { CodecallError } from '../core/errors.js';
 import type { Limits } from '../core/limits.js';
 import { formatBytes, formatSeconds, plural } from '../core/wording.js';
+import { DEFAULT_WORKSPACE_MOUNT } from '../core/workspace-mount.js';
 import { parseDatabases } from '../databases/database-config.js';
 import { probeDatabase } from '../databases/database-probe.js';
 import { type CodecallOptions, createCodecall, DEFAULT_PYTHON } from '../engine/codecall.js';
 import { describeNarrowing } from '../mcp-client/tool-narrowing.js';
 import { describeSandboxProbe, probeSandbox } from '../sandbox/bubblewrap-probe.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
+import { importablePackagesOf } from '../sandbox/notable-packages.js';
 import { BUILTIN_TOOL_SET_MEMBERS, FILE_TOOL_SET_NAMES } from '../tools/builtin-tool-sets.js';
 import type { ToolSourceStatus } from '../tools/registered-tool.js';
 import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting } from './http-token.js';
@@ -17,6 +19,85 @@ import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting } from './http-t
 export interface DoctorSettings {
   /** The bearer token `serve --http` would use (from `--token-file` or the environment). */
   readonly httpToken?: (() => Promise<HttpTokenSetting>) | undefined;
+  /**
+   * Modules to import inside the sandbox, as a script would (`--import`); without them, the notable packages the
+   * description names.
+   */
+  readonly imports?: readonly string[] | undefined;
+}
+
+const MODULE_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
+
+/**
+ * Checks the module names given to `doctor --import`.
+ * @throws CodecallError `INVALID_CONFIG` naming a name that is not a Python module name.
+ */
+export function checkImportNames(names: readonly string[]): string[] {
+  const checked = names
+    .flatMap((name) => name.split(','))
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  for (const name of checked) {
+    if (!MODULE_NAME.test(name)) {
+      throw new CodecallError('INVALID_CONFIG', `--import: "${name}" is not a Python module name`, { name });
+    }
+  }
+  return checked;
+}
+
+const IMPORT_PROBE = `
+import importlib, json
+results = {}
+for name in json.loads(NAMES):
+    try:
+        importlib.import_module(name)
+        results[name] = None
+    except BaseException as error:
+        results[name] = "%s: %s" % (type(error).__name__, error)
+print(json.dumps(results))
+`;
+
+/** Why an import failed inside the sandbox, in words, from its error. */
+function explainImportFailure(error: string, python: string): string {
+  if (/^ModuleNotFoundError/.test(error)) return `not installed for ${python}`;
+  if (/cannot open shared object file/.test(error)) {
+    return 'a shared library it loads is not visible in the sandbox: add its folder to readOnlyPaths';
+  }
+  if (/Permission denied/.test(error)) return 'the sandbox user cannot read it: check the permissions of its files';
+  return 'it fails while importing (see the error)';
+}
+
+/** Tries the imports in a run of the configured codecall; one line per module, false when one fails. */
+async function probeImports(
+  codecall: ReturnType<typeof createCodecall>,
+  names: readonly string[],
+  python: string,
+  line: (label: string, text: string) => void,
+): Promise<boolean> {
+  if (names.length === 0) {
+    line('imports', 'nothing to try (no notable packages found; name some with --import)');
+    return true;
+  }
+  const script = IMPORT_PROBE.replace('NAMES', JSON.stringify(JSON.stringify(names)));
+  const result = await codecall.execute(script);
+  let outcomes: Record<string, string | null>;
+  try {
+    outcomes = JSON.parse(result.stdout) as Record<string, string | null>;
+  } catch {
+    line('imports', `NOT TRIED: the probe run ended with ${result.status}: ${result.error?.message ?? 'no output'}`);
+    return false;
+  }
+  let healthy = true;
+  for (const name of names) {
+    const error = outcomes[name];
+    if (error === null) line('import', `${name}: ok`);
+    else {
+      healthy = false;
+      const text = typeof error === 'string' ? error : 'no answer';
+      line('import', `${name}: FAILED (${explainImportFailure(text, python)}): ${text.split('\n')[0]}`);
+    }
+  }
+  return healthy;
 }
 
 function describeHttpAuthentication(setting: HttpTokenSetting): string {
@@ -93,9 +174,18 @@ export async function runDoctor(
   const line = (label: string, text: string) => output.write(`${label.padEnd(12)} ${text}\n`);
   let healthy = true;
   const python = options.python ?? DEFAULT_PYTHON;
+  let imports = settings.imports ?? [];
   try {
     const interpreter = await resolvePythonInterpreter(python);
     line('python', `${interpreter.executable} (Python ${interpreter.version}, from "${python}")`);
+    const importable = importablePackagesOf(interpreter.siteModuleNames);
+    line(
+      'packages',
+      importable.notable.length === 0 && importable.others === 0
+        ? 'standard library only'
+        : `${importable.notable.join(', ') || 'no notable ones'} (${plural(importable.others, 'other module')})`,
+    );
+    if (settings.imports === undefined) imports = importable.notable;
   } catch (error) {
     line('python', `NOT USABLE: ${(error as Error).message}`);
     healthy = false;
@@ -148,6 +238,11 @@ export async function runDoctor(
     Object.keys(databases).forEach((name, index) => {
       line('database', `${name}: ${probes[index]?.text ?? ''}`);
     });
+    if (healthy && !(await probeImports(codecall, imports, python, line))) healthy = false;
+    line(
+      'workspace',
+      `${options.workspace ?? process.cwd()} (workspaceMount ${options.workspaceMount ?? DEFAULT_WORKSPACE_MOUNT})`,
+    );
     line('limits', describeLimits(codecall.limits));
     line(
       'secrets',

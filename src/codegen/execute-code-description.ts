@@ -1,5 +1,6 @@
 import type { Limits } from '../core/limits.js';
 import { formatCount, formatSeconds, plural } from '../core/wording.js';
+import type { WorkspaceMount } from '../core/workspace-mount.js';
 import { shortenText } from './description-summary.js';
 import type { GeneratedFunction, GeneratedSubmodule } from './python-module.js';
 
@@ -58,8 +59,15 @@ export interface DescribeExecuteCodeToolOptions {
   readonly isolationWarning?: string | undefined;
   /** Whether runs may use the network; stated when `isolation` is `bubblewrap` (no other level can take it away). */
   readonly network?: boolean | undefined;
+  /** How the script sees the workspace; stated with where to write. Without it, the workspace is not mentioned. */
+  readonly workspaceMount?: WorkspaceMount | undefined;
   /** Tool sources that could not be loaded, with their error, so the model knows what is missing and why. */
   readonly failedSources?: readonly { readonly name: string; readonly error: string }[] | undefined;
+  /**
+   * What the interpreter can import besides the standard library (notable packages by name, the others counted);
+   * without it the description says only the standard library is available.
+   */
+  readonly importable?: { readonly notable: readonly string[]; readonly others: number } | undefined;
   /** List functions one by one up to this many; default {@link DEFAULT_MAX_LISTED_FUNCTIONS}. */
   readonly maxListedFunctions?: number | undefined;
 }
@@ -128,11 +136,52 @@ export const UNSANDBOXED_NOTE =
 function describeIsolation(
   isolation: DescribeExecuteCodeToolOptions['isolation'],
   network: boolean | undefined,
+  workspaceMount: WorkspaceMount | undefined,
 ): string {
   if (isolation === 'auto') return `The script may run in a sandbox; ${SANDBOX_NOTE}`;
   if (isolation !== 'bubblewrap') return '';
   const networkNote = network === undefined ? '' : network ? ' It may use the network.' : ' It has no network access.';
+  if (workspaceMount !== undefined && workspaceMount !== 'none') {
+    return `The script runs in a sandbox; reach services outside it through the tools.${networkNote}`;
+  }
   return `The script runs in a sandbox with a private working directory; ${SANDBOX_NOTE}${networkNote}`;
+}
+
+function describeImportable(importable: DescribeExecuteCodeToolOptions['importable']): string {
+  if (importable === undefined || (importable.notable.length === 0 && importable.others === 0)) {
+    return 'Only the Python standard library is available.';
+  }
+  const others = importable.others === 0 ? '' : plural(importable.others, 'other module');
+  const named = importable.notable.join(', ');
+  const list = named === '' ? others : others === '' ? named : `${named} and ${others}`;
+  return `Installed besides the Python standard library: ${list}.`;
+}
+
+const SCRATCH_NOTE =
+  'Write scratch files under os.environ["TMPDIR"] and files meant for the user under ' +
+  'os.environ["CODECALL_ARTIFACTS_DIR"].';
+
+/** The workspace mode in words: where the script starts, what it may read, where its writes go. */
+export function describeWorkspaceMount(mount: WorkspaceMount): string {
+  switch (mount) {
+    case 'none':
+      return "The script does not see the workspace's files: it starts in a private directory; reach the files through the tools.";
+    case 'read-only':
+      return (
+        'Workspace: the script starts in the workspace (its working directory, mounted read-only): read files with ' +
+        `relative paths, open() and os.walk("."), and import its modules; it cannot change them there. ${SCRATCH_NOTE}`
+      );
+    case 'copy':
+      return (
+        'Workspace: the script starts in a throwaway copy of the workspace (its working directory): read, import, ' +
+        `run and change files there freely; every change is discarded when the run ends. ${SCRATCH_NOTE}`
+      );
+    case 'read-write':
+      return (
+        'Workspace: the script starts in the workspace (its working directory) with write access: files it ' +
+        `writes or deletes there change the real workspace. ${SCRATCH_NOTE}`
+      );
+  }
 }
 
 /**
@@ -151,14 +200,17 @@ export function describeExecuteCodeTool(options: DescribeExecuteCodeToolOptions)
     'Only printed output comes back to you, so do the work in the script (loops, filtering, combining results) ' +
     `and print just what you need. A failing tool raises \`${moduleName}.ToolError\`. ` +
     `For parallel calls, \`await asyncio.gather(...)\` over the same functions in \`${moduleName}.aio\`. ` +
-    'Only the Python standard library is available.';
+    `Helpers in \`${moduleName}\`: \`json_parse(text, default=None)\` (lenient JSON), \`shell_quote(value)\`, ` +
+    '`retry(fn, *args, max_attempts=3, delay=1.0)` (retries on any exception) and `search_tools(query)`. ' +
+    describeImportable(options.importable);
   const notes = new Map<string, string>();
   for (const submodule of options.submodules ?? []) {
     if (submodule.note !== undefined) notes.set(submodule.module, shortenText(submodule.note, MAX_NOTE_LENGTH));
   }
   const sections = [overview, describeFunctions(moduleName, functions, maxListed, notes), describeLimits(limits)];
-  const isolationNote = describeIsolation(options.isolation, options.network);
+  const isolationNote = describeIsolation(options.isolation, options.network, options.workspaceMount);
   if (isolationNote !== '') sections.push(isolationNote);
+  if (options.workspaceMount !== undefined) sections.push(describeWorkspaceMount(options.workspaceMount));
   if (options.isolationWarning !== undefined) sections.push(UNSANDBOXED_NOTE);
   const failed = options.failedSources ?? [];
   if (failed.length > 0) {

@@ -30,4 +30,6 @@ export const BootVariable = {
   workDirectory: 'CODECALL_WORK_DIR',
   /** The folder whose files the runtime sends as artifacts when the script (or a cell) ends (the script's own). */
   artifactsDirectory: 'CODECALL_ARTIFACTS_DIR',
+  /** Where the script starts: the workspace as it sees it, when mounted (also documented to scripts). */
+  workspace: 'CODECALL_WORKSPACE',
 } as const;

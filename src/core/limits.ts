@@ -18,8 +18,8 @@ export const DEFAULT_MAX_ERROR_BYTES = 10_000;
 export const DEFAULT_MAX_OUTPUT_BYTES = 10 * 1024 * 1024;
 /** Address space of each process of the run (RLIMIT_AS), and the memory cgroup limit of the whole run. */
 export const DEFAULT_MEMORY_BYTES = 1024 * 1024 * 1024;
-/** Processes and threads the run may have at once. */
-export const DEFAULT_MAX_PROCESSES = 64;
+/** Processes and threads the run may have at once: room for a 100-worker thread pool; the pids cgroup stops bombs. */
+export const DEFAULT_MAX_PROCESSES = 256;
 /** Largest file the run may write (RLIMIT_FSIZE). */
 export const DEFAULT_MAX_FILE_BYTES = 100 * 1024 * 1024;
 /** Largest frame on the tool channel, either way. */

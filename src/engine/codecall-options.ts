@@ -1,9 +1,16 @@
+import { existsSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import type { SandboxMode } from '../core/isolation.js';
 import { type Limits, resolveLimits } from '../core/limits.js';
 import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
 import { defaultStateRoot } from '../core/state-folders.js';
+import {
+  DEFAULT_WORKSPACE_MOUNT,
+  isWorkspaceMount,
+  WORKSPACE_MOUNTS,
+  type WorkspaceMount,
+} from '../core/workspace-mount.js';
 import { type DatabaseConfig, parseDatabases, type ResolvedDatabase } from '../databases/database-config.js';
 import { type McpServerConfig, parseMcpServers } from '../mcp-client/server-config.js';
 import { checkScriptVariables, type ScriptVariables } from '../sandbox/environment.js';
@@ -26,8 +33,15 @@ export interface CodecallOptions {
   readonly tools?: readonly Tool<never, unknown>[] | readonly Tool[];
   /** Built-in tool sets: `files` (read_file, write_file, list_files, search_files rooted at `workspace`). */
   readonly builtinTools?: readonly string[];
-  /** Folder the built-in file tools are confined to (default: the current directory). */
+  /** Folder the built-in file tools are confined to, and the script starts in (default: the current directory). */
   readonly workspace?: string;
+  /**
+   * How the script sees the workspace: `read-only` (default: mounted read-only, the script starts in it), `copy` (a
+   * throwaway writable copy), `read-write` (the real files), or `none` (only through the file tools).
+   */
+  readonly workspaceMount?: WorkspaceMount;
+  /** More host paths the sandboxed script may read (a data folder, a library outside the interpreter's prefix). */
+  readonly readOnlyPaths?: readonly string[];
   /** Name of the generated Python module (default `tools`). */
   readonly moduleName?: string;
   /** Python command or path (default `python3`), resolved once to the real interpreter. */
@@ -114,6 +128,8 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   tools: true,
   builtinTools: true,
   workspace: true,
+  workspaceMount: true,
+  readOnlyPaths: true,
   moduleName: true,
   python: true,
   sandbox: true,
@@ -145,6 +161,9 @@ export interface ResolvedCodecallOptions {
   readonly python: string;
   /** Absolute path of the workspace of the built-in file tools. */
   readonly workspace: string;
+  readonly workspaceMount: WorkspaceMount;
+  /** Absolute host paths bound read-only into the sandbox. */
+  readonly readOnlyPaths: readonly string[];
   readonly builtinTools: readonly string[];
   readonly tools: readonly Tool[];
   /** The enabled upstream servers, each entry checked. */
@@ -232,6 +251,8 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
     sandbox,
     python,
     workspace,
+    workspaceMount: checkWorkspaceMount(given.workspaceMount),
+    readOnlyPaths: checkReadOnlyPaths(given.readOnlyPaths),
     builtinTools: given.builtinTools ?? [],
     tools: (given.tools ?? []) as readonly Tool[],
     mcpServers,
@@ -288,6 +309,36 @@ function positiveInteger(value: unknown, name: string): number {
     });
   }
   return value;
+}
+
+function checkWorkspaceMount(value: unknown): WorkspaceMount {
+  if (value === undefined) return DEFAULT_WORKSPACE_MOUNT;
+  if (!isWorkspaceMount(value)) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `workspaceMount must be one of ${WORKSPACE_MOUNTS.join(', ')}, got ${JSON.stringify(value)}`,
+      { workspaceMount: value },
+    );
+  }
+  return value;
+}
+
+function checkReadOnlyPaths(value: unknown): readonly string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    throw new CodecallError('INVALID_CONFIG', `readOnlyPaths must be an array of paths, got ${JSON.stringify(value)}`);
+  }
+  return Object.freeze(
+    value.map((path) => {
+      const absolute = resolvePath(checkPath(path, 'readOnlyPaths') as string);
+      if (!existsSync(absolute)) {
+        throw new CodecallError('INVALID_CONFIG', `readOnlyPaths: ${absolute} does not exist; remove it or create it`, {
+          path: absolute,
+        });
+      }
+      return absolute;
+    }),
+  );
 }
 
 function checkPath(value: unknown, name: string): string | undefined {

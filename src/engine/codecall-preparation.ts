@@ -4,6 +4,7 @@ import { CodecallError } from '../core/errors.js';
 import type { ResolvedDatabase } from '../databases/database-config.js';
 import type { McpServerConfig } from '../mcp-client/server-config.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
+import { importablePackagesOf } from '../sandbox/notable-packages.js';
 import type { SandboxRunner } from '../sandbox/runner.js';
 import { createSandboxRunner } from '../sandbox/select-runner.js';
 import { resolveBuiltinTools } from '../tools/builtin-tool-sets.js';
@@ -12,7 +13,7 @@ import { createToolRegistry, registerTool } from '../tools/registry.js';
 import type { ToolModuleDescriptor } from '../tools/types.js';
 import type { ResolvedCodecallOptions } from './codecall-options.js';
 import type { RunEnvironment } from './launch/interpreter-launch.js';
-import { materializeModule, readPythonFiles } from './launch/module-cache.js';
+import { materializeInterpreterCommands, materializeModule, readPythonFiles } from './launch/module-cache.js';
 import { prepareStateDirectories, type StateDirectories } from './launch/state-directory.js';
 
 /** Directory of the shipped Python runtime (`python/` at the package root). */
@@ -70,7 +71,7 @@ export class CodecallPreparation {
 
   /** The sandbox runner, selected once. */
   runner(): Promise<SandboxRunner> {
-    this.#runner ??= createSandboxRunner(this.#options.sandbox);
+    this.#runner ??= createSandboxRunner(this.#options.sandbox, { extraReadOnlyPaths: this.#options.readOnlyPaths });
     return this.#runner;
   }
 
@@ -181,11 +182,12 @@ export class CodecallPreparation {
             tools: this.#staticTools.map((tool) => tool.descriptor),
             modules: [...modules],
           });
-    const [moduleDir, runtimeDir] = await Promise.all([
+    const [moduleDir, runtimeDir, interpreterCommandsDir] = await Promise.all([
       materializeModule(directories.modules, generated.files, interpreter.executable),
       readPythonFiles(RUNTIME_DIR).then((files) =>
         materializeModule(directories.modules, files, interpreter.executable),
       ),
+      materializeInterpreterCommands(directories.modules, interpreter.executable),
     ]);
     const rootFunctions = generated.functions.filter((fn) => fn.module === moduleName).map((fn) => fn.pythonName);
     return {
@@ -197,6 +199,8 @@ export class CodecallPreparation {
         tools: createToolRegistry([...this.#staticTools, ...listing.dynamicTools]),
         modulePaths: [moduleDir],
         runtimeDir,
+        interpreterCommandsDir,
+        workspace: { root: this.#options.workspace, mount: this.#options.workspaceMount },
         runsRoot: directories.runs,
         outputRoot: directories.outputs,
         environmentExtra: variables.extra,
@@ -206,6 +210,8 @@ export class CodecallPreparation {
         approveToolCall,
         hintContext: {
           moduleName,
+          workspace: { root: this.#options.workspace, mount: this.#options.workspaceMount },
+          importablePackages: importablePackagesOf(interpreter.siteModuleNames).notable,
           functionNames: rootFunctions,
           submoduleNames: [
             ...new Set(

@@ -6,6 +6,7 @@ import {
 import type { GeneratedPythonModule } from '../codegen/python-module.js';
 import { type Limits, resolveCallLimits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
+import { importablePackagesOf } from '../sandbox/notable-packages.js';
 import type { ToolSourceStatus } from '../tools/registered-tool.js';
 import type { JsonSchema } from '../tools/types.js';
 import {
@@ -19,7 +20,7 @@ import { launchInterpreter } from './launch/interpreter-launch.js';
 import { createRunId } from './launch/run-directory.js';
 import { OutputsPruner } from './result/outputs-retention.js';
 import { RunTracking } from './run-tracking.js';
-import { checkCode } from './supervise/check-code.js';
+import { checkCode, emptyCodeResult, isEmptyCode } from './supervise/check-code.js';
 import { runPooledScript, runScript } from './supervise/run-script.js';
 import { type CodecallSession, InterpreterSession, type SessionOptions } from './supervise/session.js';
 import { WarmPool } from './supervise/warm-pool.js';
@@ -77,7 +78,7 @@ export interface Codecall {
  */
 export function createCodecall(options: CodecallOptions = {}): Codecall {
   const resolved = resolveCodecallOptions(options);
-  const { limits, moduleName, network } = resolved;
+  const { limits, moduleName, network, workspaceMount } = resolved;
   const preparation = new CodecallPreparation(resolved);
   const tracking = new RunTracking({ maxLiveSessions: resolved.sessions.maxLive });
   const pool =
@@ -107,6 +108,7 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       checkCode(code);
       const runLimits = resolveCallLimits(limits, executeOptions);
       const { environment } = await prepare();
+      if (isEmptyCode(code)) return emptyCodeResult(environment.runner.isolation);
       const pooled = await pool?.take(environment, runLimits);
       try {
         return await tracking.track((onStart) => {
@@ -138,7 +140,9 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
         isolation: environment.runner.isolation,
         isolationWarning: environment.runner.isolationWarning,
         network,
+        workspaceMount,
         failedSources,
+        importable: importablePackagesOf(environment.interpreter.siteModuleNames),
       });
     },
     async toolDefinition() {

@@ -54,9 +54,15 @@ export function isolationArguments(network: boolean): string[] {
 /** Top-level directories that are links into /usr on merged-/usr systems, or real directories on older ones. */
 const USR_COMPANIONS = ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32'] as const;
 
-/** Files of /etc a Python script needs: the dynamic linker's cache, the time zone, name resolution basics. */
+/**
+ * Files of /etc a Python script needs: the dynamic linker's cache, the time zone, name resolution basics, and Debian's
+ * alternatives (shared libraries such as libblas.so.3, which numpy and matplotlib load, are links through it) and
+ * Debian's matplotlibrc (its matplotlib does not start without it).
+ */
 export const ETC_FILES: readonly string[] = Object.freeze([
   '/etc/ld.so.cache',
+  '/etc/alternatives',
+  '/etc/matplotlibrc',
   '/etc/localtime',
   '/etc/hosts',
   '/etc/nsswitch.conf',

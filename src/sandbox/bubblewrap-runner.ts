@@ -62,6 +62,9 @@ const SELF_JOIN_SCRIPT = [
 /** Depth of the run directory walked when handing it to the sandbox user (it holds script.py, tmp/, artifacts/). */
 const OWNERSHIP_WALK_DEPTH = 2;
 
+/** Depth of a workspace copy handed to the sandbox user (it must be able to change all of it). */
+const WORKSPACE_COPY_OWNERSHIP_DEPTH = 256;
+
 /** Options of the bubblewrap runner. */
 export interface BubblewrapRunnerOptions extends SandboxProbeOptions {
   /** Use per-run cgroups where this host allows them (default true); without them runs have rlimits only. */
@@ -81,8 +84,10 @@ export interface BubblewrapRunnerOptions extends SandboxProbeOptions {
 interface Mount {
   readonly source: string;
   readonly destination: string;
-  /** Only the run directory is. */
+  /** Only the run directory and a writable workspace are. */
   readonly writable: boolean;
+  /** The run directory, the workspace (its own or its copy in the run directory), or a read-only path. */
+  readonly kind: 'run' | 'workspace' | 'workspace-copy' | 'read-only';
 }
 
 /**
@@ -166,7 +171,12 @@ export class BubblewrapRunner implements SandboxRunner {
       // As root, a uid of the run's own: no other process on the machine may reach its processes or its channel.
       lease = hostIsRoot() ? await runUidAllocator(this.runUids).claim() : undefined;
       const user: SandboxUser = lease ?? this.user;
-      if (lease !== undefined) handDirectoryTo(request.workDir, lease, OWNERSHIP_WALK_DEPTH);
+      if (lease !== undefined) {
+        handDirectoryTo(request.workDir, lease, OWNERSHIP_WALK_DEPTH);
+        if (request.workspace?.copied === true) {
+          handDirectoryTo(request.workspace.source, lease, WORKSPACE_COPY_OWNERSHIP_DEPTH);
+        }
+      }
       cgroups = this.useCgroups ? this.createCgroups(request, launcherJoins, user) : undefined;
       const selfJoinFiles = launcherJoins ? cgroups?.selfJoinFiles : undefined;
       const viaControlChannel = cgroups !== undefined && selfJoinFiles === undefined;
@@ -334,12 +344,15 @@ export class BubblewrapRunner implements SandboxRunner {
       ...request.readOnlyPaths,
       ...this.extraReadOnlyPaths,
     ]).filter((path) => !isInside(request.workDir, path));
-    const mounts = readOnly.map((destination) => ({
+    const mounts: Mount[] = readOnly.map((destination) => ({
       source: this.realPath(destination),
       destination,
       writable: false,
+      kind: 'read-only' as const,
     }));
-    mounts.push({ source: realpathSync(request.workDir), destination: request.workDir, writable: true });
+    mounts.push({ source: realpathSync(request.workDir), destination: request.workDir, writable: true, kind: 'run' });
+    const workspace = workspaceMount(request);
+    if (workspace !== undefined) mounts.push(workspace);
     // Parents before what lies inside them, or a later bind would hide an earlier one.
     return mounts.sort((left, right) => (left.destination < right.destination ? -1 : 1));
   }
@@ -362,6 +375,12 @@ export class BubblewrapRunner implements SandboxRunner {
     const needed: StagingRoot[] = [];
     if (!this.isReachable(this.filesDirectory)) needed.push({ path: this.filesDirectory, writable: false });
     for (const mount of mounts) {
+      // A copy of the workspace lies in the run directory: the runs root below covers it.
+      if (mount.kind === 'workspace-copy') continue;
+      if (mount.kind === 'workspace') {
+        if (!this.isReachable(mount.source)) needed.push({ path: mount.source, writable: mount.writable });
+        continue;
+      }
       // A run directory is new every run but belongs to the sandbox user: what matters is its parent, the runs root.
       if (mount.writable) {
         const runsRoot = dirname(mount.source);
@@ -383,6 +402,30 @@ export class BubblewrapRunner implements SandboxRunner {
     });
     return namespace;
   }
+}
+
+/**
+ * The workspace's bind, when the request mounts it: read-only, or writable (`read-write`, or its copy bound over the
+ * workspace's path). All workspace arguments come from here, so other changes to the mounts merge cleanly.
+ * @throws CodecallError `INVALID_CONFIG` when the workspace holds the run directory (the script would see other runs).
+ */
+function workspaceMount(request: LaunchRequest): Mount | undefined {
+  const view = request.workspace;
+  if (view === undefined) return undefined;
+  if (!view.copied && isInside(request.workDir, view.source)) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `the workspace ${view.source} holds codecall's state folder, so scripts would see other runs; ` +
+        'set stateDir outside the workspace, or workspaceMount "none"',
+      { workspace: view.source },
+    );
+  }
+  return {
+    source: realpathSync(view.source),
+    destination: view.destination,
+    writable: view.writable,
+    kind: view.copied ? 'workspace-copy' : 'workspace',
+  };
 }
 
 /** Staging roots with the ones inside another removed; a root is writable when any root it absorbs was. */

@@ -20,6 +20,8 @@ export interface ScriptEnvironmentOptions {
   readonly artifactsDir: string;
   /** Directories for `sys.path`, in order (generated modules, runtime, site packages). */
   readonly pythonPath: readonly string[];
+  /** A folder whose `python` and `python3` run the script's interpreter: put first on PATH. */
+  readonly commandsDir?: string | undefined;
   readonly limits: Limits;
   /** Variables set explicitly by the configuration (`env`). */
   readonly extra?: Readonly<Record<string, string>> | undefined;
@@ -36,7 +38,7 @@ export interface ScriptEnvironmentOptions {
 export function buildScriptEnvironment(options: ScriptEnvironmentOptions): Record<string, string> {
   const { limits } = options;
   const environment: Record<string, string> = {
-    PATH: SCRIPT_PATH,
+    PATH: options.commandsDir === undefined ? SCRIPT_PATH : `${options.commandsDir}${delimiter}${SCRIPT_PATH}`,
     HOME: options.workDir,
     TMPDIR: options.tmpDir,
     LANG: 'C.UTF-8',

@@ -13,8 +13,13 @@ export interface PythonInterpreter {
   readonly basePrefix: string;
   /** Standard library directories (`stdlib`, `platstdlib`) and the `lib-dynload` directory. */
   readonly stdlibPaths: readonly string[];
-  /** Directories that `site` would add (site-packages, dist-packages), in order, existing ones only. */
+  /**
+   * Directories that `site` adds (site-packages, dist-packages, the user site, and what their `.pth` files add), in
+   * order, existing ones only: scripts run without `site`, so these go on their `PYTHONPATH`.
+   */
   readonly sitePaths: readonly string[];
+  /** Top-level modules found in {@link sitePaths} (third-party packages), sorted; listed, never imported. */
+  readonly siteModuleNames: readonly string[];
   /** Top-level module names of the standard library (a generated module must not shadow one). */
   readonly stdlibModuleNames: readonly string[];
 }
@@ -25,15 +30,21 @@ export const MINIMUM_PYTHON_VERSION = [3, 8] as const;
 const RESOLVE_TIMEOUT_MS = 15_000;
 
 const PROBE_SCRIPT = `
-import json, os, sys, sysconfig
+import json, os, pkgutil, sys, sysconfig
 paths = sysconfig.get_paths()
 stdlib = [p for p in {paths.get('stdlib'), paths.get('platstdlib')} if p]
 dynload = [p for p in sys.path if p.endswith('lib-dynload')]
-site = [p for p in sys.path if p and os.path.isdir(p) and ('site-packages' in p or 'dist-packages' in p)]
+standard = [os.path.realpath(p) for p in stdlib + dynload]
+site = []
+for p in sys.path:
+    if p and os.path.isdir(p) and p not in site and os.path.realpath(p) not in standard and not p.endswith('.zip'):
+        site.append(p)
+modules = sorted({m.name for m in pkgutil.iter_modules(site) if not m.name.startswith('_')})
 names = set(getattr(sys, 'stdlib_module_names', ())) or set(sys.builtin_module_names) | {
   n.split('.')[0] for d in stdlib + dynload if os.path.isdir(d) for n in os.listdir(d) if n.endswith(('.py', '.so')) or '.' not in n}
 print(json.dumps({'stdlibModuleNames': sorted(names), 'executable': os.path.realpath(sys.executable), 'version': '%d.%d.%d' % sys.version_info[:3],
-  'prefix': sys.prefix, 'basePrefix': sys.base_prefix, 'stdlibPaths': sorted(stdlib) + dynload, 'sitePaths': site}))
+  'prefix': sys.prefix, 'basePrefix': sys.base_prefix, 'stdlibPaths': sorted(stdlib) + dynload, 'sitePaths': site,
+  'siteModuleNames': modules}))
 `;
 
 const resolved = new Map<string, Promise<PythonInterpreter>>();
@@ -56,7 +67,7 @@ function probe(command: string): Promise<PythonInterpreter> {
   return new Promise((resolve, reject) => {
     execFile(
       command,
-      ['-s', '-c', PROBE_SCRIPT],
+      ['-c', PROBE_SCRIPT],
       { timeout: RESOLVE_TIMEOUT_MS, env: { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin' } },
       (error, stdout, stderr) => {
         if (error) {

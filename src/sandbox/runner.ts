@@ -2,6 +2,7 @@ import type { Duplex } from 'node:stream';
 import type { IsolationLevel, LimitReason } from '../core/isolation.js';
 import type { Limits } from '../core/limits.js';
 import type { PythonInterpreter } from './interpreter.js';
+import type { WorkspaceView } from './workspace-view.js';
 
 /** What the engine asks a runner to start: the interpreter with its arguments, in a private working directory. */
 export interface LaunchRequest {
@@ -21,6 +22,8 @@ export interface LaunchRequest {
   readonly limits: Limits;
   /** Whether the script may use the network (sandboxed runs have none by default). */
   readonly network: boolean;
+  /** The workspace as the script sees it (bound at `destination`), when it is mounted. */
+  readonly workspace?: WorkspaceView | undefined;
   /**
    * True when the interpreter runs no script code until the engine hands the script over on the channel, and the
    * engine does that only after `containment.afterSpawn` resolved (pooled and session boots). The runner may then

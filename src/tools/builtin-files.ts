@@ -1,4 +1,4 @@
-import { constants as fsConstants } from 'node:fs';
+import { type Dirent, constants as fsConstants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { formatBytes, formatSeconds } from '../core/wording.js';
 import { defineTool } from './define-tool.js';
@@ -6,8 +6,8 @@ import type { FileToolsPolicyOptions } from './file-access-policy.js';
 import { VERSION_CONTROL_NAMES } from './file-access-policy.js';
 import type { LineSearch } from './line-search.js';
 import { startLineSearch } from './line-search.js';
-import type { NamePattern } from './name-pattern.js';
-import { compileNamePattern, NamePatternError } from './name-pattern.js';
+import type { NamePattern, PathPattern } from './name-pattern.js';
+import { compileNamePattern, compilePathPattern, isPathPattern, NamePatternError } from './name-pattern.js';
 import { closeDirectory, listDirectoryAt, openDirectoryAt, openEntryAt, statEntryAt } from './open-beneath.js';
 import { SearchBudget, SearchRefusedError } from './search-budget.js';
 import type { JsonSchema, Tool, ToolContext } from './types.js';
@@ -27,6 +27,8 @@ import {
 export const MAX_READ_BYTES = 1024 * 1024;
 /** Most entries `list_files` returns. */
 export const MAX_LIST_ENTRIES = 1_000;
+/** Most entries a recursive `list_files` looks at before it stops (a huge tree must not stall the host). */
+export const MAX_LIST_VISITED_ENTRIES = 50_000;
 /** Most matching lines `search_files` returns. */
 export const MAX_SEARCH_MATCHES = 200;
 /** Most files `search_files` reads in one call. */
@@ -117,9 +119,13 @@ export function createFileTools(options: FileToolsOptions): Tool[] {
     defineTool({
       name: 'list_files',
       description:
-        'List a directory of the workspace (not recursive), sorted by name. `pattern` filters names with a glob ' +
-        "such as '*.txt' or '*.{ts,js}'. Each entry has a name, a type (file, directory, symlink or other) and, for " +
-        `files, a size in bytes. At most ${MAX_LIST_ENTRIES} entries come back; \`truncated\` says when there were more.`,
+        'List a directory of the workspace, sorted by name. `pattern` filters names with a glob such as ' +
+        "'*.txt' or '*.{ts,js}'. With `recursive` (or a pattern holding '/' or '**', such as '**/*.md'), the " +
+        'subdirectories are listed too and each name is the path relative to the listed directory (links are not ' +
+        `followed; ${[...SKIPPED_DIRECTORY_NAMES].join('/')} are listed, not entered); a pattern without '/' then ` +
+        'matches the last component at any depth. Each entry has a name, a type (file, directory, symlink or other) ' +
+        `and, for files, a size in bytes. At most ${MAX_LIST_ENTRIES} entries come back; \`truncated\` says when ` +
+        'there were more, and `note` why a recursive listing stopped.',
       inputSchema: LIST_FILES_INPUT,
       outputSchema: LIST_FILES_OUTPUT,
       execute: (args) => listFilesTool(workspace, args),
@@ -214,8 +220,9 @@ const LIST_FILES_INPUT = {
     pattern: {
       type: ['string', 'null'],
       default: null,
-      description: "Glob on entry names, e.g. '*.txt' (default: every entry).",
+      description: "Glob on entry names, e.g. '*.txt', or on relative paths, e.g. '**/*.md' (default: every entry).",
     },
+    recursive: { type: 'boolean', default: false, description: 'List subdirectories too (default false).' },
   },
   additionalProperties: false,
 } as const satisfies JsonSchema;
@@ -238,6 +245,7 @@ const LIST_FILES_OUTPUT = {
     },
     totalEntries: { type: 'integer', description: 'Entries matching the pattern, including those left out.' },
     truncated: { type: 'boolean', description: 'True when entries were left out.' },
+    note: { type: 'string', description: 'Why a recursive listing stopped early, and what to do.' },
   },
   required: ['path', 'entries', 'totalEntries', 'truncated'],
 } as const satisfies JsonSchema;
@@ -428,6 +436,7 @@ async function writeFileTool(workspace: Workspace, args: Record<string, unknown>
 
 /** One entry of `list_files`. */
 export interface ListedEntry {
+  /** The entry's name; in a recursive listing, its path relative to the listed directory (`docs/a.md`). */
   name: string;
   type: 'file' | 'directory' | 'symlink' | 'other';
   size: number | null;
@@ -439,13 +448,24 @@ export interface ListFilesResult {
   entries: ListedEntry[];
   totalEntries: number;
   truncated: boolean;
+  /** Why a recursive listing stopped early, and what to do. */
+  note?: string;
+}
+
+function entryType(entry: Dirent): ListedEntry['type'] {
+  if (entry.isSymbolicLink()) return 'symlink';
+  if (entry.isDirectory()) return 'directory';
+  return entry.isFile() ? 'file' : 'other';
 }
 
 async function listFilesTool(workspace: Workspace, args: Record<string, unknown>): Promise<ListFilesResult> {
   const requested = optionalString('list_files', args, 'path') ?? '.';
   const pattern = optionalString('list_files', args, 'pattern');
-  const matcher = pattern === undefined ? undefined : compilePattern(pattern);
+  const recursive = optionalBoolean('list_files', args, 'recursive') ?? false;
   const target = parseWorkspacePath(workspace, 'list_files', requested);
+  const pathPattern = pattern !== undefined && isPathPattern(pattern);
+  const matcher = pattern === undefined || pathPattern ? undefined : compilePattern(pattern);
+  const pathMatcher = pattern !== undefined && pathPattern ? compileListPathPattern(pattern) : undefined;
   const directory = await openWorkspaceDirectory(workspace, 'list_files', requested, target).catch((error: unknown) => {
     if (error instanceof FileToolError && error.message.endsWith('(or one of its parents) is not a directory')) {
       throw new FileToolError(`list_files: '${requested}' is not a directory; use read_file to read a file`);
@@ -453,6 +473,11 @@ async function listFilesTool(workspace: Workspace, args: Record<string, unknown>
     throw error;
   });
   try {
+    if (recursive || pathMatcher !== undefined) {
+      return await listRecursively(workspace, directory, target.displayPath, (components, name) =>
+        pathMatcher !== undefined ? pathMatcher.test(components) : matcher === undefined || matcher.test(name),
+      );
+    }
     const directoryEntries = await listDirectoryAt(directory.fd).catch((error: unknown) => {
       throw fileSystemError('list_files', requested, error);
     });
@@ -463,13 +488,7 @@ async function listFilesTool(workspace: Workspace, args: Record<string, unknown>
     const shown = matching.slice(0, MAX_LIST_ENTRIES);
     const entries = await Promise.all(
       shown.map(async (entry): Promise<ListedEntry> => {
-        const type = entry.isSymbolicLink()
-          ? 'symlink'
-          : entry.isDirectory()
-            ? 'directory'
-            : entry.isFile()
-              ? 'file'
-              : 'other';
+        const type = entryType(entry);
         if (type !== 'file') return { name: entry.name, type, size: null };
         const stats = await statEntryAt(directory.fd, entry.name).catch(() => undefined);
         return { name: entry.name, type, size: stats?.size ?? null };
@@ -484,6 +503,44 @@ async function listFilesTool(workspace: Workspace, args: Record<string, unknown>
   } finally {
     directory.close();
   }
+}
+
+// A recursive listing walks at most MAX_LIST_VISITED_ENTRIES entries and keeps the first MAX_LIST_ENTRIES that match
+// (counting the rest); past the walk cap `totalEntries` counts what it saw, not the whole tree.
+async function listRecursively(
+  workspace: Workspace,
+  directory: OpenDirectory,
+  displayPath: string,
+  matches: (relativeComponents: readonly string[], name: string) => boolean,
+): Promise<ListFilesResult> {
+  const base = directory.components.length;
+  const entries: ListedEntry[] = [];
+  let visited = 0;
+  let totalEntries = 0;
+  let walkStopped = false;
+  for await (const walked of walkEntries(workspace, directory, new AbortController().signal)) {
+    visited += 1;
+    if (visited > MAX_LIST_VISITED_ENTRIES) {
+      walkStopped = true;
+      break;
+    }
+    const relative = walked.components.slice(base);
+    if (!matches(relative, walked.entry.name)) continue;
+    totalEntries += 1;
+    if (entries.length === MAX_LIST_ENTRIES) continue;
+    const type = entryType(walked.entry);
+    const stats =
+      type === 'file' ? await statEntryAt(walked.directoryFd, walked.entry.name).catch(() => undefined) : undefined;
+    entries.push({ name: relative.join('/'), type, size: type === 'file' ? (stats?.size ?? null) : null });
+  }
+  entries.sort(byName);
+  const truncated = walkStopped || totalEntries > entries.length;
+  const note = walkStopped
+    ? `stopped after looking at ${MAX_LIST_VISITED_ENTRIES} entries; list a narrower path`
+    : truncated
+      ? `showing the first ${MAX_LIST_ENTRIES} of ${totalEntries} entries; list a narrower path or use a more specific pattern`
+      : undefined;
+  return { path: displayPath, entries, totalEntries, truncated, ...(note === undefined ? {} : { note }) };
 }
 
 /** One match of `search_files`. */
@@ -581,6 +638,15 @@ function compilePattern(pattern: string): NamePattern {
 }
 
 // Models write Python: accept its inline case-insensitive flag and named-group syntax.
+function compileListPathPattern(pattern: string): PathPattern {
+  try {
+    return compilePathPattern(pattern);
+  } catch (error) {
+    if (error instanceof NamePatternError) throw new FileToolError(`list_files: invalid pattern: ${error.message}`);
+    throw error;
+  }
+}
+
 function compileSearchPattern(patternText: string): RegExp {
   let source = patternText;
   let flags = '';
@@ -608,10 +674,7 @@ interface WalkedDirectory {
   unopenedChildren: number;
 }
 
-// Depth-first in name order, files of a directory before its subdirectories. Every directory is opened relative to
-// its parent's descriptor and every file relative to its directory's, never following a link, so a directory
-// swapped for a link during the walk is skipped, not followed. A directory stays open only while some of its
-// subdirectories are still to be opened: at most one descriptor per level of the current path.
+// Every file under `start` (or `start` itself when it is a file), in the order of walkEntries.
 async function* searchableFiles(
   workspace: Workspace,
   start: OpenEntry,
@@ -622,14 +685,37 @@ async function* searchableFiles(
     yield { handle: start.handle, components: startComponents };
     return;
   }
+  for await (const walked of walkEntries(workspace, start.directory, signal)) {
+    if (walked.entry.isFile())
+      yield { directoryFd: walked.directoryFd, name: walked.entry.name, components: walked.components };
+  }
+}
+
+/** An entry met by {@link walkEntries}: its directory's descriptor (open while the entry is handled) and path. */
+interface WalkedEntry {
+  readonly directoryFd: number;
+  readonly entry: Dirent;
+  readonly components: readonly string[];
+}
+
+// Depth-first in name order, the entries of a directory before those of its subdirectories. Every directory is
+// opened relative to its parent's descriptor, never following a link, so a directory swapped for a link during the
+// walk is skipped, not followed. A directory stays open only while some of its subdirectories are still to be
+// opened: at most one descriptor per level of the current path. Entries the policy hides are never yielded;
+// skipped directories (node_modules, version control) are yielded but not entered.
+async function* walkEntries(
+  workspace: Workspace,
+  start: OpenDirectory,
+  signal: AbortSignal,
+): AsyncGenerator<WalkedEntry> {
   const open = new Set<WalkedDirectory>();
   const release = (walked: WalkedDirectory): void => {
     open.delete(walked);
-    if (walked.directory !== start.directory) walked.directory.close();
+    if (walked.directory !== start) walked.directory.close();
   };
   const pending: Array<{ readonly parent: WalkedDirectory; readonly name: string }> = [];
-  const maxDepth = start.directory.components.length + MAX_SEARCH_DEPTH;
-  let current: WalkedDirectory | undefined = { directory: start.directory, unopenedChildren: 0 };
+  const maxDepth = start.components.length + MAX_SEARCH_DEPTH;
+  let current: WalkedDirectory | undefined = { directory: start, unopenedChildren: 0 };
   try {
     while (current !== undefined) {
       open.add(current);
@@ -641,8 +727,8 @@ async function* searchableFiles(
         if (signal.aborted) return;
         const entryComponents = [...components, entry.name];
         if (workspace.policy.hides(entryComponents, entry.isDirectory())) continue;
-        if (entry.isFile()) yield { directoryFd: fd, name: entry.name, components: entryComponents };
-        else if (entry.isDirectory() && !SKIPPED_DIRECTORY_NAMES.has(entry.name) && components.length < maxDepth) {
+        yield { directoryFd: fd, entry, components: entryComponents };
+        if (entry.isDirectory() && !SKIPPED_DIRECTORY_NAMES.has(entry.name) && components.length < maxDepth) {
           subdirectories.push(entry.name);
         }
       }
@@ -716,6 +802,13 @@ function optionalString(toolName: string, args: Record<string, unknown>, name: s
   const value = args[name];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string') throw new FileToolError(`${toolName}: argument '${name}' must be string`);
+  return value;
+}
+
+function optionalBoolean(toolName: string, args: Record<string, unknown>, name: string): boolean | undefined {
+  const value = args[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'boolean') throw new FileToolError(`${toolName}: argument '${name}' must be boolean`);
   return value;
 }
 

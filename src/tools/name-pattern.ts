@@ -211,3 +211,56 @@ function matchesOne(token: Exclude<Token, { kind: 'star' }>, character: string):
     }
   }
 }
+
+/** A compiled glob over relative paths, given as their components. */
+export interface PathPattern {
+  /** True when the whole path matches. */
+  test(components: readonly string[]): boolean;
+}
+
+/** Whether a `list_files` pattern is a path pattern (it has a `/` or a `**`), which implies a recursive listing. */
+export function isPathPattern(pattern: string): boolean {
+  return pattern.includes('/') || pattern.includes('**');
+}
+
+/**
+ * Compiles a glob over relative paths: split on `/`, each segment is a {@link compileNamePattern} glob over one
+ * component, and a segment `**` matches any number of components (none included), so `**\/*.md` matches `a.md` and
+ * `docs/deep/b.md`. A `{}` group cannot hold a `/`. Matching is O(components × segments), memoised.
+ *
+ * @throws NamePatternError as {@link compileNamePattern} does, for a segment or for the whole pattern's length.
+ */
+export function compilePathPattern(pattern: string): PathPattern {
+  if (pattern.length > MAX_NAME_PATTERN_CHARS) {
+    throw new NamePatternError(`the pattern is longer than ${MAX_NAME_PATTERN_CHARS} characters`);
+  }
+  const segments = pattern
+    .split('/')
+    .filter((segment, index, all) => segment !== '' || (index > 0 && index < all.length - 1))
+    .map((segment) => (segment === '**' ? 'any-depth' : compileNamePattern(segment)));
+  return {
+    test(components: readonly string[]): boolean {
+      // matches[s][c]: segments from s match components from c; filled from the end.
+      const width = components.length + 1;
+      const matches = new Uint8Array((segments.length + 1) * width);
+      matches[segments.length * width + components.length] = 1;
+      for (let s = segments.length - 1; s >= 0; s -= 1) {
+        const segment = segments[s];
+        for (let c = components.length; c >= 0; c -= 1) {
+          let matched: boolean;
+          if (segment === 'any-depth') {
+            matched = matches[(s + 1) * width + c] === 1 || (c < components.length && matches[s * width + c + 1] === 1);
+          } else {
+            matched =
+              c < components.length &&
+              segment !== undefined &&
+              segment.test(components[c] as string) &&
+              matches[(s + 1) * width + c + 1] === 1;
+          }
+          matches[s * width + c] = matched ? 1 : 0;
+        }
+      }
+      return matches[0] === 1;
+    },
+  };
+}

@@ -164,5 +164,22 @@ describe('codecall stubs and doctor', () => {
     expect(result.stdout).toMatch(/^python\s+\/.*python3.* \(Python 3\.\d+\.\d+, from "python3"\)$/m);
     expect(result.stdout).toMatch(/^isolation\s+(bubblewrap|none) \(sandbox: auto\)$/m);
     expect(result.stdout).toMatch(/^limits\s+timeout 300 seconds, 1,000 tool calls/m);
+    expect(result.stdout).toMatch(/^packages\s+/m);
+    expect(result.stdout).toMatch(/^workspace\s+\/.* \(workspaceMount read-only\)$/m);
+  });
+
+  it('tries the named imports inside the sandbox and says which fail and why', async () => {
+    const result = await codecall(['doctor', '--import', 'json,surely_not_installed_module', '--import', 'csv']);
+    expect(result.stdout).toMatch(/^import\s+json: ok$/m);
+    expect(result.stdout).toMatch(/^import\s+csv: ok$/m);
+    expect(result.stdout).toMatch(
+      /^import\s+surely_not_installed_module: FAILED \(not installed for python3\): ModuleNotFoundError: No module named 'surely_not_installed_module'$/m,
+    );
+    expect(result.status).toBe(1);
+  });
+
+  it('refuses an import that is not a module name', async () => {
+    const result = await codecall(['doctor', '--import', 'os; rm']);
+    expect(result).toMatchObject({ status: 2, stderr: 'codecall: --import: "os; rm" is not a Python module name\n' });
   });
 });

@@ -14,7 +14,9 @@ const OVERVIEW =
   '(`from tools import read_file`); each call runs the tool and returns its result as a parsed value ' +
   '(dict, list, str, ...). Only printed output comes back to you, so do the work in the script (loops, filtering, ' +
   'combining results) and print just what you need. A failing tool raises `tools.ToolError`. For parallel calls, ' +
-  '`await asyncio.gather(...)` over the same functions in `tools.aio`. Only the Python standard library is ' +
+  '`await asyncio.gather(...)` over the same functions in `tools.aio`. Helpers in `tools`: ' +
+  '`json_parse(text, default=None)` (lenient JSON), `shell_quote(value)`, `retry(fn, *args, max_attempts=3, ' +
+  'delay=1.0)` (retries on any exception) and `search_tools(query)`. Only the Python standard library is ' +
   'available.';
 
 const generated = generatePythonModule({
@@ -154,6 +156,25 @@ Limits: the script is stopped after 1.5 seconds and may make at most 1 tool call
     expect(warned.startsWith(plain)).toBe(true);
     expect(warned.split('\n\n').at(-1)).toBe(UNSANDBOXED_NOTE);
     expect(UNSANDBOXED_NOTE).toContain('no sandbox');
+  });
+});
+
+describe('what the script can import', () => {
+  const describeWith = (importable: { notable: string[]; others: number } | undefined) =>
+    describeExecuteCodeTool({ moduleName: 'tools', functions: [], limits: resolveLimits(undefined), importable });
+
+  it('names the notable packages and counts the others instead of "standard library only"', () => {
+    const text = describeWith({ notable: ['numpy', 'matplotlib'], others: 12 });
+    expect(text).toContain('Installed besides the Python standard library: numpy, matplotlib and 12 other modules.');
+    expect(text).not.toContain('Only the Python standard library');
+    expect(describeWith({ notable: [], others: 1 })).toContain(
+      'Installed besides the Python standard library: 1 other module.',
+    );
+  });
+
+  it('says standard library only when nothing else is installed or nothing was probed', () => {
+    expect(describeWith({ notable: [], others: 0 })).toContain('Only the Python standard library is available.');
+    expect(describeWith(undefined)).toContain('Only the Python standard library is available.');
   });
 });
 

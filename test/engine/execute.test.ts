@@ -349,7 +349,8 @@ describe('limits and cleanup', () => {
       expect(environment.OPENAI_API_KEY).toBeUndefined();
       expect(environment.GITHUB_TOKEN).toBeUndefined();
       expect(result.stdout).not.toContain('secret');
-      expect(environment.PATH).toBe('/usr/local/bin:/usr/bin:/bin');
+      // The interpreter's own commands (python, python3) first, then the system directories only.
+      expect(environment.PATH).toMatch(/^[^:]*\/modules\/bin-[0-9a-f]{24}:\/usr\/local\/bin:\/usr\/bin:\/bin$/);
       expect(environment.PYTHONUTF8).toBe('1');
       expect(environment.PYTHONDONTWRITEBYTECODE).toBe('1');
       expect(environment.PYTHONUNBUFFERED).toBe('1');
@@ -594,10 +595,10 @@ describe('failure hints', () => {
     expect(formatResultForModel(result)).toContain('[hint] "tools" has no function "multiply"');
   });
 
-  it('says only the standard library is available when a module is missing', async () => {
+  it('says what is installed when a module is missing', async () => {
     const result = await codecall.execute('import pandas_is_not_installed_here');
     expect(result.hint).toMatch(
-      /^Module "pandas_is_not_installed_here" is not installed: only the Python standard library/,
+      /^Module "pandas_is_not_installed_here" is not installed: (only the Python standard library|besides the standard library the interpreter has|the interpreter has the Python standard library)/,
     );
   });
 
@@ -624,7 +625,7 @@ describe('configuration errors are thrown', () => {
   it('rejects unknown options and bad limits', () => {
     const unknown = captureError(() => codecallWith({ colour: 'blue' } as never));
     expect(unknown.message).toMatch(
-      /^unknown key "colour" in createCodecall options; known keys: tools, builtinTools, workspace, moduleName, python, sandbox, limits, mcpServers, databases, env, envPassthrough, network, stateDir, pool, sessions, /,
+      /^unknown key "colour" in createCodecall options; known keys: tools, builtinTools, workspace, workspaceMount, readOnlyPaths, moduleName, python, sandbox, limits, mcpServers, databases, env, envPassthrough, network, stateDir, pool, sessions, /,
     );
     expect(unknown.details).toMatchObject({ key: 'colour', where: 'createCodecall options' });
     expect(() => codecallWith({ limits: { timeoutMs: -1 } })).toThrow(

@@ -82,8 +82,14 @@ describe('the warm pool', () => {
       'open(os.path.join(os.environ["CODECALL_ARTIFACTS_DIR"], "out.txt"), "w").write("made")',
       'raise ValueError("at the end")',
     ].join('\n');
-    const cold = createCodecall({ sandbox: 'none', stateDir, tools: [add] });
-    const pooled = createCodecall({ sandbox: 'none', stateDir, tools: [add], pool: { size: 1 } });
+    const cold = createCodecall({ sandbox: 'none', workspaceMount: 'none', stateDir, tools: [add] });
+    const pooled = createCodecall({
+      sandbox: 'none',
+      workspaceMount: 'none',
+      stateDir,
+      tools: [add],
+      pool: { size: 1 },
+    });
     try {
       await pooled.execute('pass');
       await sleep(500);

@@ -6,7 +6,7 @@ import { type Codecall, type CodecallOptions, createCodecall } from '../../src/e
 
 /**
  * Creates codecalls for a test file with a private state folder, and closes them all after the file's tests.
- * Isolation defaults to `none`; sandbox tests ask for bubblewrap explicitly.
+ * Isolation defaults to `none` and the workspace is not mounted; tests ask for bubblewrap or a mount explicitly.
  */
 export function useCodecalls(): (options?: CodecallOptions) => Codecall {
   const created: Codecall[] = [];
@@ -16,7 +16,8 @@ export function useCodecalls(): (options?: CodecallOptions) => Codecall {
     rmSync(stateDir, { recursive: true, force: true });
   });
   return (options = {}) => {
-    const codecall = createCodecall({ sandbox: 'none', stateDir, ...options });
+    // The private run directory as the working directory unless a test mounts the workspace.
+    const codecall = createCodecall({ sandbox: 'none', workspaceMount: 'none', stateDir, ...options });
     created.push(codecall);
     return codecall;
   };

@@ -353,6 +353,47 @@ describe('list_files', () => {
     expect(entries[0]?.name).toBe('f0000.txt');
   });
 
+  it("lists recursively with a '**' pattern: relative paths, links and node_modules not entered", async () => {
+    const result = await call('list_files', { pattern: '**/*.md' });
+    expect(result).toMatchObject({ path: '.', truncated: false });
+    expect(result.entries).toEqual([{ name: 'docs/guide.md', type: 'file', size: 22 }]);
+    expect(result.totalEntries).toBe(1);
+    expect(result.note).toBeUndefined();
+  });
+
+  it('lists recursively with recursive: a pattern without / matches the last component at any depth', async () => {
+    const names = (result: Record<string, unknown>) => (result.entries as Array<{ name: string }>).map((e) => e.name);
+    const textFiles = names(await call('list_files', { recursive: true, pattern: '*.txt' }));
+    expect(textFiles).toContain('notes.txt');
+    expect(textFiles).toContain('docs/deep/todo.txt');
+    expect(textFiles).toContain('secret-link.txt');
+    const everything = names(await call('list_files', { path: 'docs', recursive: true }));
+    expect(everything).toEqual(['deep', 'deep/todo.txt', 'guide.md']);
+    const all = names(await call('list_files', { recursive: true }));
+    expect(all).toContain('node_modules');
+    expect(all.some((name) => name.startsWith('node_modules/'))).toBe(false);
+    expect(all).toContain('docs-link');
+    expect(all.some((name) => name.startsWith('docs-link/') || name.startsWith('etc-link/'))).toBe(false);
+    expect(names(await call('list_files', { path: 'docs', pattern: 'deep/*' }))).toEqual(['deep/todo.txt']);
+  });
+
+  it(`caps a recursive listing at ${MAX_LIST_ENTRIES} entries with the true count and a notice`, async () => {
+    const tree = path.join(workspace, 'tree');
+    await mkdir(path.join(tree, 'a'), { recursive: true });
+    await mkdir(path.join(tree, 'b'));
+    await Promise.all(
+      Array.from({ length: MAX_LIST_ENTRIES + 5 }, (_, index) =>
+        writeFile(path.join(tree, index % 2 === 0 ? 'a' : 'b', `f${String(index).padStart(4, '0')}.csv`), ''),
+      ),
+    );
+    const result = await call('list_files', { path: 'tree', pattern: '**/*.csv' });
+    expect(result).toMatchObject({ path: 'tree', totalEntries: MAX_LIST_ENTRIES + 5, truncated: true });
+    expect(result.entries).toHaveLength(MAX_LIST_ENTRIES);
+    expect(result.note).toBe(
+      `showing the first ${MAX_LIST_ENTRIES} of ${MAX_LIST_ENTRIES + 5} entries; list a narrower path or use a more specific pattern`,
+    );
+  });
+
   it('refuses directories outside, links, and files', async () => {
     await expect(call('list_files', { path: '..' })).rejects.toThrow("list_files: path '..' is outside the workspace");
     await expect(call('list_files', { path: 'etc-link' })).rejects.toThrow(

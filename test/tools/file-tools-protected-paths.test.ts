@@ -326,6 +326,8 @@ describe('through createCodecall', () => {
       stateDir: path.join(root, 'state'),
       builtinTools: ['files'],
       sandbox: 'none',
+      // The run directory as the working directory: this test reaches it by a path relative to the workspace.
+      workspaceMount: 'none',
       files: { deniedPaths: ['*.secret'] },
     });
     try {

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
   compileNamePattern,
+  compilePathPattern,
+  isPathPattern,
   MAX_NAME_PATTERN_ALTERNATIVES,
   MAX_NAME_PATTERN_CHARS,
   NamePatternError,
@@ -48,5 +50,28 @@ describe('compileNamePattern', () => {
   it('copes with deeply nested braces', () => {
     const pattern = compileNamePattern(`${'{'.repeat(400)}x${'}'.repeat(400)}`);
     expect(pattern.test('x')).toBe(true);
+  });
+});
+
+describe('compilePathPattern', () => {
+  it.each([
+    ['**/*.md', ['a.md', 'docs/a.md', 'docs/deep/b.md'], ['a.txt', 'docs/a.md/x']],
+    ['docs/*.md', ['docs/a.md'], ['a.md', 'docs/deep/b.md', 'other/a.md']],
+    ['docs/**', ['docs', 'docs/a', 'docs/deep/b.md'], ['other', 'doc']],
+    ['src/**/test/*.{ts,js}', ['src/test/a.ts', 'src/x/y/test/b.js'], ['src/test/a.py', 'test/a.ts']],
+    ['**/**/x', ['x', 'a/x', 'a/b/x'], ['a/y']],
+  ])('%s', (pattern, matching, notMatching) => {
+    const compiled = compilePathPattern(pattern);
+    for (const path of matching) expect([path, compiled.test(path.split('/'))]).toEqual([path, true]);
+    for (const path of notMatching) expect([path, compiled.test(path.split('/'))]).toEqual([path, false]);
+  });
+
+  it('matches deep paths against many ** in linear-times-segments steps', () => {
+    const compiled = compilePathPattern(`${'**/'.repeat(200)}z`);
+    expect(compiled.test(Array.from({ length: 5_000 }, () => 'a'))).toBe(false);
+  });
+
+  it('treats a pattern with / or ** as a path pattern', () => {
+    expect([isPathPattern('*.md'), isPathPattern('**.md'), isPathPattern('a/*')]).toEqual([false, true, true]);
   });
 });

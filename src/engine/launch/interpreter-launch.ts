@@ -6,10 +6,17 @@ import type { Duplex, Readable, Writable } from 'node:stream';
 import { CodecallError } from '../../core/errors.js';
 import { BootVariable, CHANNEL_FILE_DESCRIPTOR, FIRST_INHERITED_FILE_DESCRIPTOR } from '../../core/launch-layout.js';
 import type { Limits } from '../../core/limits.js';
+import type { WorkspaceMount } from '../../core/workspace-mount.js';
 import type { ToolLookup } from '../../rpc/tool-call-server.js';
 import { buildScriptEnvironment } from '../../sandbox/environment.js';
 import type { PythonInterpreter } from '../../sandbox/interpreter.js';
 import type { PreparedLaunch, RunContainment, SandboxRunner } from '../../sandbox/runner.js';
+import {
+  copyWorkspace,
+  WORKSPACE_COPY_FOLDER,
+  WORKSPACE_VARIABLE,
+  type WorkspaceView,
+} from '../../sandbox/workspace-view.js';
 import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import type { HintContext } from '../result/failure-hints.js';
 import { forgetProcessGroup, signalProcessGroup, trackProcessGroup } from './process-registry.js';
@@ -51,6 +58,10 @@ export interface RunEnvironment {
   readonly modulePaths: readonly string[];
   /** Directory of the shipped Python runtime (boot script and `codecall_runtime`). */
   readonly runtimeDir: string;
+  /** Folder with `python` and `python3` linked to the interpreter: first on the script's PATH, read-only. */
+  readonly interpreterCommandsDir?: string | undefined;
+  /** The workspace (host path) and how the script sees it; without it, the script does not see it. */
+  readonly workspace?: { readonly root: string; readonly mount: WorkspaceMount } | undefined;
   readonly runsRoot: string;
   /** Where full outputs and artifacts are kept after a run. */
   readonly outputRoot: string;
@@ -140,10 +151,13 @@ export async function launchInterpreter(
       tmpDir: directory.tmp,
       artifactsDir: directory.artifacts,
       pythonPath: [...environment.modulePaths, environment.runtimeDir, ...environment.interpreter.sitePaths],
+      commandsDir: environment.interpreterCommandsDir,
       limits,
       extra: environment.environmentExtra,
       passthrough: environment.environmentPassthrough,
     });
+    const workspace = workspaceViewFor(environment, directory.root);
+    if (workspace !== undefined) scriptEnvironment[WORKSPACE_VARIABLE] = workspace.destination;
     const outputNonce = options.mode === 'session' ? undefined : randomBytes(12).toString('hex');
     if (outputNonce !== undefined) scriptEnvironment[BootVariable.outputNonce] = outputNonce;
     prepared = await environment.runner.prepare({
@@ -151,10 +165,17 @@ export async function launchInterpreter(
       interpreter: environment.interpreter,
       pythonArguments: BOOT_ARGUMENTS[options.mode],
       workDir: directory.root,
-      readOnlyPaths: [...new Set([...environment.modulePaths, environment.runtimeDir])],
+      readOnlyPaths: [
+        ...new Set([
+          ...environment.modulePaths,
+          environment.runtimeDir,
+          ...(environment.interpreterCommandsDir === undefined ? [] : [environment.interpreterCommandsDir]),
+        ]),
+      ],
       environment: scriptEnvironment,
       limits,
       network: environment.network,
+      workspace,
       // Pooled and session interpreters run no script code before `$run` / `$cell`, sent after `afterSpawn`.
       scriptGated: options.mode !== 'cold',
     });
@@ -164,6 +185,21 @@ export async function launchInterpreter(
     await removeRunDirectory(directory.root);
     throw error;
   }
+}
+
+/**
+ * How this run sees the workspace. `copy` copies it into the run directory now (a session keeps its copy for its
+ * life); under a sandbox the copy is bound over the workspace's path, without one the script starts in the copy.
+ */
+function workspaceViewFor(environment: RunEnvironment, runDirectory: string): WorkspaceView | undefined {
+  const workspace = environment.workspace;
+  if (workspace === undefined || workspace.mount === 'none') return undefined;
+  const { root, mount } = workspace;
+  if (mount !== 'copy') return { source: root, destination: root, writable: mount === 'read-write', copied: false };
+  const copy = join(runDirectory, WORKSPACE_COPY_FOLDER);
+  copyWorkspace(root, copy);
+  const destination = environment.runner.isolation === 'none' ? copy : root;
+  return { source: copy, destination, writable: true, copied: true };
 }
 
 async function spawnPrepared(

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 
 /** A Python source file, relative to the folder that goes on `sys.path`. */
@@ -86,4 +86,27 @@ export async function readPythonFiles(folder: string): Promise<ModuleFile[]> {
   };
   await walk(folder);
   return files.sort((a, b) => a.path.localeCompare(b.path));
+}
+
+/** Commands that run the script's interpreter inside its sandbox (`subprocess.run(["python", ...])`). */
+export const INTERPRETER_COMMAND_NAMES: readonly string[] = Object.freeze(['python', 'python3']);
+
+/**
+ * A folder holding `python` and `python3` as links to `executable`, made once per interpreter under `modulesRoot`
+ * (renamed into place, so concurrent writers race safely). Scripts get it first on their PATH, read-only.
+ */
+export async function materializeInterpreterCommands(modulesRoot: string, executable: string): Promise<string> {
+  const name = `bin-${createHash('sha256').update(executable).digest('hex').slice(0, 24)}`;
+  const target = join(modulesRoot, name);
+  if (await exists(target)) return target;
+  const temporary = join(modulesRoot, `.tmp-${randomBytes(6).toString('hex')}`);
+  try {
+    await mkdir(temporary, { mode: 0o755 });
+    for (const command of INTERPRETER_COMMAND_NAMES) await symlink(executable, join(temporary, command));
+    await rename(temporary, target);
+  } catch (error) {
+    await rm(temporary, { recursive: true, force: true });
+    if (!(await exists(target))) throw error;
+  }
+  return target;
 }

@@ -6,7 +6,7 @@ import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import { launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
 import { createRunId } from '../launch/run-directory.js';
 import { finishResult, outputPathsOf } from '../result/finish-result.js';
-import { checkCode } from './check-code.js';
+import { checkCode, emptyCodeResult, isEmptyCode } from './check-code.js';
 import { type RunEventListener, runEventsFor } from './run-events.js';
 import { SessionProcess } from './session-process.js';
 import type { SessionSlots, SlotHolder } from './session-slots.js';
@@ -165,6 +165,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     try {
       const process = await this.#ensureProcess();
       const { environment, launched } = process;
+      if (isEmptyCode(code)) return emptyCodeResult(environment.runner.isolation);
       this.#cells += 1;
       const id = this.#cells;
       const outputPaths = outputPathsOf(environment.outputRoot, `${launched.runId}-${id}`);
