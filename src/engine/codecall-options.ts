@@ -4,6 +4,7 @@ import { CodecallError } from '../core/errors.js';
 import type { SandboxMode } from '../core/isolation.js';
 import { type Limits, resolveLimits } from '../core/limits.js';
 import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
+import { isInside } from '../core/paths.js';
 import { defaultStateRoot } from '../core/state-folders.js';
 import {
   DEFAULT_WORKSPACE_MOUNT,
@@ -244,6 +245,7 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
       `approveToolCall must be a function of { tool, arguments, runId }, got ${JSON.stringify(approveToolCall)}`,
     );
   }
+  const stateRoot = resolvePath(checkPath(given.stateDir, 'stateDir') ?? defaultStateRoot());
   return {
     limits,
     approveToolCall,
@@ -251,7 +253,7 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
     sandbox,
     python,
     workspace,
-    workspaceMount: checkWorkspaceMount(given.workspaceMount),
+    workspaceMount: checkWorkspaceMount(given.workspaceMount, workspace, stateRoot),
     readOnlyPaths: checkReadOnlyPaths(given.readOnlyPaths),
     builtinTools: given.builtinTools ?? [],
     tools: (given.tools ?? []) as readonly Tool[],
@@ -261,7 +263,7 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
     network,
     redactSecrets,
     files: given.files,
-    stateRoot: resolvePath(checkPath(given.stateDir, 'stateDir') ?? defaultStateRoot()),
+    stateRoot,
     poolSize: resolvePoolSize(given.pool),
     sessions: resolveSessionsOptions(given.sessions),
     outputs: resolveOutputsRetention(given.outputs),
@@ -311,8 +313,10 @@ function positiveInteger(value: unknown, name: string): number {
   return value;
 }
 
-function checkWorkspaceMount(value: unknown): WorkspaceMount {
-  if (value === undefined) return DEFAULT_WORKSPACE_MOUNT;
+function checkWorkspaceMount(value: unknown, workspace: string, stateRoot: string): WorkspaceMount {
+  // `codecall run` from /tmp: the default state folder /tmp/codecall-<uid> lies in the workspace, and mounting it would
+  // show scripts other runs; by default the workspace then stays behind the file tools (the description says so).
+  if (value === undefined) return isInside(stateRoot, workspace) ? 'none' : DEFAULT_WORKSPACE_MOUNT;
   if (!isWorkspaceMount(value)) {
     throw new CodecallError(
       'INVALID_CONFIG',
