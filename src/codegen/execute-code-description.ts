@@ -202,6 +202,8 @@ export function describeExecuteCodeTool(options: DescribeExecuteCodeToolOptions)
     `For parallel calls, \`await asyncio.gather(...)\` over the same functions in \`${moduleName}.aio\`. ` +
     `Helpers in \`${moduleName}\`: \`json_parse(text, default=None)\` (lenient JSON), \`shell_quote(value)\`, ` +
     '`retry(fn, *args, max_attempts=3, delay=1.0)` (retries on any exception) and `search_tools(query)`. ' +
+    `To return a file or a chart, call \`${moduleName}.save_artifact(name, data)\` (bytes or str); matplotlib ` +
+    'figures left open and images saved in the working directory come back as files too. ' +
     describeImportable(options.importable);
   const notes = new Map<string, string>();
   for (const submodule of options.submodules ?? []) {

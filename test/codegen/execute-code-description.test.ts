@@ -16,8 +16,9 @@ const OVERVIEW =
   'combining results) and print just what you need. A failing tool raises `tools.ToolError`. For parallel calls, ' +
   '`await asyncio.gather(...)` over the same functions in `tools.aio`. Helpers in `tools`: ' +
   '`json_parse(text, default=None)` (lenient JSON), `shell_quote(value)`, `retry(fn, *args, max_attempts=3, ' +
-  'delay=1.0)` (retries on any exception) and `search_tools(query)`. Only the Python standard library is ' +
-  'available.';
+  'delay=1.0)` (retries on any exception) and `search_tools(query)`. To return a file or a chart, call ' +
+  '`tools.save_artifact(name, data)` (bytes or str); matplotlib figures left open and images saved in the working ' +
+  'directory come back as files too. Only the Python standard library is available.';
 
 const generated = generatePythonModule({
   moduleName: 'tools',
