@@ -1,8 +1,9 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { toCallToolResult } from '../../src/mcp-server/execute-code-server.js';
 import { bubblewrapUsable, useSandboxedCodecalls } from './support/sandbox-fixture.js';
 
 const codecallWith = useSandboxedCodecalls();
@@ -56,6 +57,24 @@ describe.skipIf(!bubblewrapUsable)('installed packages inside bubblewrap', () =>
       expect(result.error).toBeUndefined();
       expect(result).toMatchObject({ status: 'success', stdout: 'True\n', isolation: 'bubblewrap' });
       expect(await codecall.describe()).toMatch(/Installed besides the Python standard library: [^.]*matplotlib/);
+    },
+    60_000,
+  );
+
+  it.skipIf(matplotlibReason !== undefined)(
+    'returns a chart left open as a PNG artifact, and as image content over MCP',
+    async () => {
+      const codecall = codecallWith({ python: SYSTEM_PYTHON, workspaceMount: 'none' });
+      const result = await codecall.execute(
+        ['import matplotlib.pyplot as plt', 'plt.bar(["north", "south"], [3, 5])', 'plt.title("sales")'].join('\n'),
+      );
+      expect(result).toMatchObject({ status: 'success', isolation: 'bubblewrap' });
+      const charts = (result.artifacts ?? []).filter((artifact) => artifact.mimeType === 'image/png');
+      expect(charts).toHaveLength(1);
+      const bytes = readFileSync((charts[0] as { path: string }).path);
+      expect(bytes.subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+      const content = (await toCallToolResult(result)).content;
+      expect(content).toContainEqual({ type: 'image', mimeType: 'image/png', data: bytes.toString('base64') });
     },
     60_000,
   );
