@@ -18,13 +18,7 @@ import {
 import { probeSandbox, type SandboxProbe, type SandboxProbeOptions } from './bubblewrap-probe.js';
 import { createRunCgroups, type RunCgroups, warmUpCgroupMigration } from './cgroups.js';
 import { interpreterRoots, outermost } from './interpreter-roots.js';
-import {
-  configuredRunUidRange,
-  handDirectoryTo,
-  type RunUidLease,
-  type RunUidOptions,
-  runUidAllocator,
-} from './run-uids.js';
+import { configuredRunUidRange, handRunTo, type RunUidLease, type RunUidOptions, runUidAllocator } from './run-uids.js';
 import type { LaunchPlan, LaunchRequest, PreparedLaunch, RunContainment, SandboxRunner } from './runner.js';
 import { chooseSandboxFilesDirectory, writeContentAddressedFile } from './sandbox-files.js';
 import { openSeccompProgram } from './seccomp.js';
@@ -59,12 +53,6 @@ const SELF_JOIN_SCRIPT = [
   'unset PWD',
   'exec "$@"',
 ].join('\n');
-/** Depth of the run directory walked when handing it to the sandbox user (it holds script.py, tmp/, artifacts/). */
-const OWNERSHIP_WALK_DEPTH = 2;
-
-/** Depth of a workspace copy handed to the sandbox user (it must be able to change all of it). */
-const WORKSPACE_COPY_OWNERSHIP_DEPTH = 256;
-
 /** Options of the bubblewrap runner. */
 export interface BubblewrapRunnerOptions extends SandboxProbeOptions {
   /** Use per-run cgroups where this host allows them (default true); without them runs have rlimits only. */
@@ -172,10 +160,7 @@ export class BubblewrapRunner implements SandboxRunner {
       lease = hostIsRoot() ? await runUidAllocator(this.runUids).claim() : undefined;
       const user: SandboxUser = lease ?? this.user;
       if (lease !== undefined) {
-        handDirectoryTo(request.workDir, lease, OWNERSHIP_WALK_DEPTH);
-        if (request.workspace?.copied === true) {
-          handDirectoryTo(request.workspace.source, lease, WORKSPACE_COPY_OWNERSHIP_DEPTH);
-        }
+        handRunTo(request, lease);
       }
       cgroups = this.useCgroups ? this.createCgroups(request, launcherJoins, user) : undefined;
       const selfJoinFiles = launcherJoins ? cgroups?.selfJoinFiles : undefined;

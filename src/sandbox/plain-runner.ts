@@ -6,23 +6,16 @@ import { holdRunUid, releaseRunUid } from './host-watchdog.js';
 import { interpreterRoots } from './interpreter-roots.js';
 import {
   createReachableNamespace,
+  isOpenToOthers,
   type ReachableNamespace,
   type ReachableRoot,
   unreachableRoots,
 } from './reachable-namespace.js';
-import {
-  handDirectoryTo,
-  type RunUidLease,
-  type RunUidOptions,
-  runUidAllocator,
-  runUidsAvailable,
-} from './run-uids.js';
+import { handRunTo, type RunUidLease, type RunUidOptions, runUidAllocator, runUidsAvailable } from './run-uids.js';
 import type { LaunchRequest, PreparedLaunch, SandboxRunner } from './runner.js';
 import { defaultSandboxFilesDirectory, ensureSandboxFilesDirectory } from './sandbox-files.js';
 import { findNsenter } from './staging-namespace.js';
 
-/** Depth of the run directory handed to the run's uid (it holds script.py, tmp/, artifacts/). */
-const OWNERSHIP_WALK_DEPTH = 2;
 /** First descriptor number of `inheritedFileDescriptors` in the child. */
 const FIRST_INHERITED_DESCRIPTOR = 4;
 
@@ -119,11 +112,12 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
       try {
         // Before anything runs as the uid: a host killed from here on still has it killed.
         holdRunUid(python, lease.uid);
-        handDirectoryTo(request.workDir, lease, OWNERSHIP_WALK_DEPTH);
+        handRunTo(request, lease);
         const roots: ReachableRoot[] = [
           ...interpreterRoots(request.interpreter).map((path) => ({ path: realPath(path), writable: false })),
           ...request.readOnlyPaths.map((path) => ({ path: realPath(path), writable: false })),
           { path: realPath(dirname(request.workDir)), writable: true },
+          ...workspaceRoots(request, realPath),
         ];
         const reachable = await namespaceFor(roots, lease);
         const plan =
@@ -170,4 +164,21 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
       }
     },
   };
+}
+
+/**
+ * The workspace as a directory the script must reach at its own path (`read-only` and `read-write`; a copy lies in
+ * the run directory). A workspace whose own permission bits shut other users out is left as it is, as under
+ * bubblewrap: the boot then says on stderr that it cannot enter it (so does it for a workspace that is gone).
+ */
+function workspaceRoots(request: LaunchRequest, realPath: (path: string) => string): ReachableRoot[] {
+  const view = request.workspace;
+  if (view === undefined || view.copied) return [];
+  try {
+    if (!isOpenToOthers(view.source)) return [];
+    return [{ path: realPath(view.source), writable: view.writable }];
+  } catch {
+    // Gone: the boot says so on stderr, as for any workspace it cannot enter.
+    return [];
+  }
 }

@@ -39,6 +39,12 @@ export interface ReachableNamespace {
   readonly roots: readonly ReachableRoot[];
 }
 
+/** Whether other users may use `path` by its own permission bits: enter a directory, read a file. */
+export function isOpenToOthers(path: string): boolean {
+  const stats = statSync(path);
+  return (stats.mode & (stats.isDirectory() ? OTHERS_EXECUTE : OTHERS_READ)) !== 0;
+}
+
 /**
  * The roots a user cannot reach with the parents they lie in, each with its outermost blocking parent. A root whose
  * own permission bits shut other users out cannot be helped by a bind.
@@ -50,8 +56,8 @@ export function unreachableRoots(
 ): { readonly root: ReachableRoot; readonly cover: string }[] {
   const found: { root: ReachableRoot; cover: string }[] = [];
   for (const root of roots) {
-    const stats = statSync(root.path);
-    if ((stats.mode & (stats.isDirectory() ? OTHERS_EXECUTE : OTHERS_READ)) === 0) {
+    if (!isOpenToOthers(root.path)) {
+      const stats = statSync(root.path);
       throw new CodecallError(
         'SANDBOX_UNAVAILABLE',
         `${root.path} is closed to other users (mode ${(stats.mode & 0o777).toString(8)}), so a script running as ` +

@@ -17,6 +17,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import type { LaunchRequest } from './runner.js';
 
 /**
  * One unprivileged uid per run. When the host is root, every run, pooled interpreter and session gets a uid (and the
@@ -395,12 +396,28 @@ export function killEveryProcessOf(uid: number): Promise<boolean> {
   });
 }
 
-/** Gives a run directory (and what the engine put in it, `depth` levels down) to `user`, never following links. */
-export function handDirectoryTo(
-  directory: string,
+/** Depth of the run directory handed to the run's uid (it holds script.py, tmp/, artifacts/). */
+const RUN_DIRECTORY_OWNERSHIP_DEPTH = 2;
+/** Depth of a workspace copy handed to the run's uid (the script must be able to change all of it). */
+const WORKSPACE_COPY_OWNERSHIP_DEPTH = 256;
+
+/**
+ * Hands what a run may write to the run's uid before it starts: the run directory (script.py, tmp/, artifacts/) and,
+ * in `workspaceMount: "copy"`, the whole throwaway copy of the workspace. Every runner that drops to a run uid calls
+ * this one function, so no isolation level forgets a part. Links are never followed.
+ */
+export function handRunTo(
+  request: Pick<LaunchRequest, 'workDir' | 'workspace'>,
   user: { readonly uid: number; readonly gid: number },
-  depth: number,
 ): void {
+  handDirectoryTo(request.workDir, user, RUN_DIRECTORY_OWNERSHIP_DEPTH);
+  if (request.workspace?.copied === true) {
+    handDirectoryTo(request.workspace.source, user, WORKSPACE_COPY_OWNERSHIP_DEPTH);
+  }
+}
+
+/** Gives a run directory (and what the engine put in it, `depth` levels down) to `user`, never following links. */
+function handDirectoryTo(directory: string, user: { readonly uid: number; readonly gid: number }, depth: number): void {
   lchownSync(directory, user.uid, user.gid);
   if (depth === 0) return;
   for (const entry of readdirSync(directory, { withFileTypes: true })) {
