@@ -364,8 +364,7 @@ def enter_workspace():
 
 
 def _run_main(path, source=None):
-    global _script_file
-    _script_file = path
+    global _images_since
     sys.argv = sys.argv[1:]
     if source is None:
         # Read before leaving the run directory for the workspace: the script file stays where the host wrote it.
@@ -375,6 +374,8 @@ def _run_main(path, source=None):
         except OSError:
             source = None
     folder = posix.getcwd() if "/" not in path else path.rsplit("/", 1)[0]
+    # Dated here, by its relative name, while the working directory is still the run directory that holds it.
+    _images_since = _modified_at(path)
     workspace = enter_workspace()
     if workspace is not None and source is not None:
         # Tracebacks read the script's lines by its relative name, which no longer resolves from the workspace.
@@ -418,7 +419,7 @@ def _finish(status):
     import gc
 
     gc.collect()
-    send_artifacts(_modified_at(_script_file))
+    send_artifacts(_images_since)
     try:
         sys.stdout.flush()
     except Exception:
@@ -447,8 +448,9 @@ def _finish(status):
 
 # Images a script saves in its working directory are sent as artifacts too (as a notebook would show them).
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".webp")
-# The script's file: images in the working directory newer than it are the script's, and are sent as artifacts.
-_script_file = None
+# When the script's file was written (nanoseconds, on the file clock): images in the working directory at least as
+# new are the script's, and are sent as artifacts. None: nothing is looked at.
+_images_since = None
 
 
 def _modified_at(path):

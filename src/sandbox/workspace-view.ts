@@ -20,8 +20,9 @@ export interface WorkspaceView {
 }
 
 /**
- * Copies the workspace into `target` for mode `copy`: folders, regular files and symbolic links (as links, never
- * followed, so a link out of the workspace copies nothing from outside); devices, sockets and pipes are left out.
+ * Copies the workspace into `target` for mode `copy`: folders, regular files (with their modification times) and
+ * symbolic links (as links, never followed, so a link out of the workspace copies nothing from outside); devices,
+ * sockets and pipes are left out.
  * Cost is that of copying every file (measured: 0.6–1 s for 1,000 files of 2 KB on a busy machine); no copy-on-write.
  */
 export function copyWorkspace(source: string, target: string): void {
@@ -29,6 +30,8 @@ export function copyWorkspace(source: string, target: string): void {
     recursive: true,
     dereference: false,
     verbatimSymlinks: true,
+    // The workspace's own times: a file it held is older than the script, so it is not taken for one the run saved.
+    preserveTimestamps: true,
     errorOnExist: false,
     filter: (path) => {
       const stats = lstatSync(path);

@@ -1,8 +1,18 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { WorkspaceMount } from '../../src/core/workspace-mount.js';
 import { formatResultForModel } from '../../src/engine/result/format-result.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
 
@@ -132,6 +142,34 @@ describe.each([
     expect(formatResultForModel(result)).toBe(
       '(the script printed nothing; it saved the files below)\n[artifact] plot.svg (image/svg+xml, 6 bytes)\n',
     );
+  });
+});
+
+/** A workspace the run uid may write, holding an image saved an hour before the run. */
+function workspaceWithOldImage(name: string): string {
+  const workspace = join(scratch, name);
+  mkdirSync(workspace, { mode: 0o777 });
+  chmodSync(workspace, 0o777);
+  writeFileSync(join(workspace, 'old.png'), 'an old chart');
+  const anHourAgo = new Date(Date.now() - 3_600_000);
+  utimesSync(join(workspace, 'old.png'), anHourAgo, anHourAgo);
+  return workspace;
+}
+
+describe.each<[string, number, WorkspaceMount]>([
+  ['a cold run', 0, 'read-write'],
+  ['a pooled run', 1, 'read-write'],
+  ['a cold run', 0, 'copy'],
+  ['a pooled run', 1, 'copy'],
+])('images saved in the workspace as working directory: %s (pool size %i), mode %s', (_name, size, mount) => {
+  it('returns the image the script saved, never one the workspace held before', async () => {
+    const workspace = workspaceWithOldImage(`images-${size}-${mount}`);
+    const codecall = codecallWith({ pool: { size }, workspace, workspaceMount: mount });
+    const result = await codecall.execute(
+      'import os\nprint(sorted(os.listdir(".")))\nopen("new.png", "wb").write(b"a new chart")',
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: "['old.png']\n" });
+    expect(namesOf(result)).toEqual(['new.png']);
   });
 });
 
