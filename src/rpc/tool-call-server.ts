@@ -95,6 +95,10 @@ interface CallEnd {
 }
 
 const SUCCESS_WITHOUT_BYTES: CallEnd = {};
+/** Room kept in a reply frame for what surrounds the result: `{"id":…,"result":` … `}` and the newline. */
+const REPLY_ENVELOPE_BYTES = 64;
+/** Most bytes one UTF-16 code unit of a string takes in UTF-8 (a surrogate pair: 4 bytes for 2 units). */
+const MAX_UTF8_BYTES_PER_CODE_UNIT = 3;
 
 /** What one run (or one session cell) may spend on tool calls; see {@link ToolCallServer.startBudget}. */
 export interface ToolCallBudget {
@@ -493,16 +497,19 @@ export class ToolCallServer {
       this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error));
       return;
     }
-    if (json.length + 64 > this.#options.maxFrameBytes) {
+    // The limit counts bytes: a string's length counts UTF-16 code units, each of which may take 3 bytes in UTF-8.
+    const room = this.#options.maxFrameBytes - REPLY_ENVELOPE_BYTES;
+    const bytes = json.length * MAX_UTF8_BYTES_PER_CODE_UNIT > room ? Buffer.byteLength(json) : undefined;
+    if (bytes !== undefined && bytes > room) {
       this.#fail(
         call,
         ChannelErrorCode.frameTooLarge,
-        `${name}: the result is ${json.length} bytes, over the channel limit of ${this.#options.maxFrameBytes} bytes; ask for less (e.g. a smaller range)`,
+        `${name}: the result is ${bytes} bytes, over the channel limit of ${this.#options.maxFrameBytes} bytes; ask for less (e.g. a smaller range)`,
       );
       return;
     }
     const end =
-      this.#options.onCallEnd === undefined ? SUCCESS_WITHOUT_BYTES : { resultBytes: Buffer.byteLength(json) };
+      this.#options.onCallEnd === undefined ? SUCCESS_WITHOUT_BYTES : { resultBytes: bytes ?? Buffer.byteLength(json) };
     this.#finish(call, encodeResultReply(call.id, json), end);
   }
 
