@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readImageFile } from '../engine/result/artifact-files.js';
 
 /** Images embedded in the page at most, and the largest one embedded. */
 export const MAX_EMBEDDED_IMAGES = 20;
@@ -30,13 +30,6 @@ const STATUS_COLOURS: Readonly<Record<string, string>> = {
   timeout: '#8e44ad',
   cut_off: '#888888',
 };
-
-/** Magic numbers of the image types embedded: anything else a result names is listed, never read into the page. */
-const IMAGE_SIGNATURES: readonly { readonly mimeType: string; readonly bytes: readonly number[] }[] = [
-  { mimeType: 'image/png', bytes: [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a] },
-  { mimeType: 'image/jpeg', bytes: [0xff, 0xd8, 0xff] },
-  { mimeType: 'image/gif', bytes: [0x47, 0x49, 0x46, 0x38] },
-];
 
 function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (character) => `&#${character.charCodeAt(0)};`);
@@ -85,11 +78,11 @@ export function placeCalls(calls: readonly ViewedCall[]): PlacedCall[] {
     });
 }
 
+// The result file may name any path: only a regular file, reached without a link, within the cap, whose bytes are an
+// image, is read into the page (a FIFO there must not hang the command, a link must not lead elsewhere).
 async function embeddedImage(path: string): Promise<string | undefined> {
-  const bytes = await readFile(path).catch(() => undefined);
-  if (bytes === undefined || bytes.length > MAX_EMBEDDED_IMAGE_BYTES) return undefined;
-  const signature = IMAGE_SIGNATURES.find((candidate) => candidate.bytes.every((byte, index) => bytes[index] === byte));
-  return signature === undefined ? undefined : `data:${signature.mimeType};base64,${bytes.toString('base64')}`;
+  const image = await readImageFile(path, MAX_EMBEDDED_IMAGE_BYTES);
+  return typeof image === 'string' ? undefined : `data:${image.mediaType};base64,${image.data.toString('base64')}`;
 }
 
 function timeline(calls: readonly PlacedCall[], durationMs: number): string {
@@ -112,7 +105,7 @@ function timeline(calls: readonly PlacedCall[], durationMs: number): string {
  * Renders a result (as `codecall run --json` or `execute` gave it) as one self-contained HTML page: the status and
  * the limit that stopped the run highlighted, a timeline of the tool calls with a lane per call in flight at once
  * (failed, denied, timed-out and cut-off calls coloured), the failed calls listed, stdout, stderr, the error, and
- * the artifacts (images embedded when their bytes are PNG, JPEG or GIF). No script, no network: a strict
+ * the artifacts (images embedded when their bytes are PNG, JPEG, GIF or WebP). No script, no network: a strict
  * Content-Security-Policy allows only inline styles and embedded images.
  */
 export async function renderTraceHtml(resultValue: unknown): Promise<string> {

@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -15,6 +14,7 @@ import { errorMessage } from '../core/errors.js';
 import { CODECALL_VERSION } from '../core/package-version.js';
 import type { Artifact, ExecuteResult } from '../core/result.js';
 import type { Codecall } from '../engine/codecall.js';
+import { IMAGE_MEDIA_TYPES, readImageFile, readRegularFile } from '../engine/result/artifact-files.js';
 import { formatResultForModel } from '../engine/result/format-result.js';
 import type { CodecallSession } from '../engine/supervise/session.js';
 import { ClientLogLevel, clientSupportsElicitation, elicitationApprover, mcpRunListener } from './run-notifications.js';
@@ -23,9 +23,6 @@ import { ClientLogLevel, clientSupportsElicitation, elicitationApprover, mcpRunL
 export const MAX_IMAGE_CONTENTS = 10;
 /** Largest image file returned as MCP image content (base64 grows it by a third); larger ones stay listed only. */
 export const MAX_IMAGE_CONTENT_BYTES = 5 * 1024 * 1024;
-
-/** Image types MCP clients and model providers commonly accept as image content. */
-const IMAGE_CONTENT_MIME_TYPES: ReadonlySet<string> = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
 
 /** What the MCP server needs from a codecall: its tool definition and sessions. */
 export type ExecuteCodeHost = Pick<Codecall, 'toolDefinition' | 'session'>;
@@ -214,8 +211,8 @@ async function textResourceContents(artifacts: readonly Artifact[]): Promise<Emb
   for (const artifact of artifacts) {
     if (resources.length >= MAX_TEXT_RESOURCES) break;
     if (!isTextType(artifact.mimeType) || artifact.bytes > MAX_TEXT_RESOURCE_BYTES) continue;
-    const bytes = await readFile(artifact.path).catch(() => undefined);
-    if (bytes === undefined || bytes.length > MAX_TEXT_RESOURCE_BYTES) continue;
+    const bytes = await readRegularFile(artifact.path, MAX_TEXT_RESOURCE_BYTES);
+    if (typeof bytes === 'string') continue;
     resources.push({
       type: 'resource',
       resource: {
@@ -232,10 +229,11 @@ async function imageContents(artifacts: readonly Artifact[]): Promise<ImageConte
   const images: ImageContent[] = [];
   for (const artifact of artifacts) {
     if (images.length >= MAX_IMAGE_CONTENTS) break;
-    if (!IMAGE_CONTENT_MIME_TYPES.has(artifact.mimeType) || artifact.bytes > MAX_IMAGE_CONTENT_BYTES) continue;
-    const bytes = await readFile(artifact.path).catch(() => undefined);
-    if (bytes === undefined || bytes.length > MAX_IMAGE_CONTENT_BYTES) continue;
-    images.push({ type: 'image', data: bytes.toString('base64'), mimeType: artifact.mimeType });
+    if (!IMAGE_MEDIA_TYPES.has(artifact.mimeType) || artifact.bytes > MAX_IMAGE_CONTENT_BYTES) continue;
+    // Checked like every image sent to a model: a regular file, no link, within the cap, bytes of an image type.
+    const image = await readImageFile(artifact.path, MAX_IMAGE_CONTENT_BYTES);
+    if (typeof image === 'string') continue;
+    images.push({ type: 'image', data: image.data.toString('base64'), mimeType: image.mediaType });
   }
   return images;
 }

@@ -3,9 +3,10 @@ import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { imageTypeOf, MAX_MODEL_IMAGE_BYTES, MAX_MODEL_IMAGES } from '../../src/adapters/artifact-images.js';
+import { MAX_MODEL_IMAGE_BYTES, MAX_MODEL_IMAGES } from '../../src/adapters/artifact-images.js';
 import { toModelContent } from '../../src/adapters/model-content.js';
 import type { Artifact, ExecuteResult } from '../../src/core/result.js';
+import { imageTypeOf } from '../../src/engine/result/artifact-files.js';
 
 const folder = mkdtempSync(join(tmpdir(), 'codecall-model-content-'));
 afterAll(() => rmSync(folder, { recursive: true, force: true }));

@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -13,7 +14,15 @@ import { createBarrierTool } from '../support/sample-tools.js';
 const folder = mkdtempSync(join(tmpdir(), 'codecall-trace-viewer-'));
 const codecallWith = useCodecalls();
 
+const fifo = join(folder, 'chart.png');
+
 afterAll(() => {
+  // A reader still blocked opening the FIFO (the code before the fix) gets its end of file and lets the process exit.
+  try {
+    closeSync(openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK));
+  } catch {
+    // No reader waits.
+  }
   rmSync(folder, { recursive: true, force: true });
 });
 
@@ -102,6 +111,31 @@ describe('codecall trace', () => {
     expect(crafted.stdout).not.toContain(Buffer.from('top secret').toString('base64'));
     expect(crafted.stdout).not.toContain('top secret');
   });
+
+  it('embeds only regular image files: a FIFO, a device and a link named as PNG artifacts are listed, never read', async () => {
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const image = join(folder, 'real.png');
+    writeFileSync(image, Buffer.from(TINY_PNG_BASE64, 'base64'));
+    const link = join(folder, 'link.png');
+    symlinkSync(image, link);
+    const artifact = (path: string) => ({ path, mimeType: 'image/png', bytes: 68 });
+    const resultFile = join(folder, 'special-files.json');
+    writeFileSync(
+      resultFile,
+      JSON.stringify({
+        status: 'success',
+        artifacts: [artifact(fifo), artifact('/dev/zero'), artifact(link), artifact(image)],
+      }),
+    );
+    const page = join(folder, 'special-files.html');
+    const run = await trace([resultFile, '-o', page]);
+    expect(run).toMatchObject({ status: EXIT_SUCCESS, stderr: '' });
+    const html = readFileSync(page, 'utf8');
+    // Every artifact is listed; only the regular file is embedded, once.
+    for (const path of [fifo, '/dev/zero', link, image]) expect(html).toContain(`<code>${path}</code>`);
+    expect(html.split(`src="data:image/png;base64,${TINY_PNG_BASE64}"`)).toHaveLength(2);
+    expect(html).toContain(`<img alt="${image}"`);
+  }, 10_000);
 
   it('places calls in the lowest free lane', () => {
     const call = (id: number, startMs: number, endMs: number) => ({

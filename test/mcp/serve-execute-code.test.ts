@@ -35,6 +35,8 @@ const IMAGE_SCRIPT = [
   `open(path, "wb").write(base64.b64decode(${JSON.stringify(TINY_PNG_BASE64)}))`,
   'from tools import save_artifact',
   'save_artifact("table.csv", "a,b\\n1,2\\n")',
+  // Named as an image, but its bytes are not one: listed by name, never sent as image content.
+  'save_artifact("fake.png", "not an image")',
   'print("saved")',
 ].join('\n');
 
@@ -127,7 +129,9 @@ async function checkExecuteCodeOver(client: Client): Promise<void> {
   expect(image.content).toEqual([
     {
       type: 'text',
-      text: 'saved\n[artifact] table.csv (text/csv, 8 bytes)\n[artifact] dot.png (image/png, 69 bytes)\n',
+      text:
+        'saved\n[artifact] table.csv (text/csv, 8 bytes)\n[artifact] fake.png (image/png, 12 bytes)\n' +
+        '[artifact] dot.png (image/png, 69 bytes)\n',
     },
     { type: 'image', data: TINY_PNG_BASE64, mimeType: 'image/png' },
     { type: 'resource', resource: { uri: 'codecall-artifact:table.csv', mimeType: 'text/csv', text: 'a,b\n1,2\n' } },
