@@ -43,3 +43,18 @@ export function checkKnownKeys(
 export function knownKeys<Key extends string>(keys: Readonly<Record<Key, true>>): ReadonlySet<Key> {
   return new Set(Object.keys(keys) as Key[]);
 }
+
+/**
+ * Checks a boolean option: absent (`undefined`) gives `fallback`; anything but `true` or `false` is refused, `null`
+ * included (it is a value given, not an option left out).
+ * @throws CodecallError `INVALID_CONFIG` naming the option and the value.
+ */
+export function checkBoolean(value: unknown, name: string, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') {
+    throw new CodecallError('INVALID_CONFIG', `${name} must be true or false, got ${JSON.stringify(value)}`, {
+      [name]: value,
+    });
+  }
+  return value;
+}

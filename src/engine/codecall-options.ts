@@ -3,7 +3,7 @@ import { resolve as resolvePath } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import type { SandboxMode } from '../core/isolation.js';
 import { type Limits, resolveLimits } from '../core/limits.js';
-import { checkKnownKeys, knownKeys } from '../core/option-checks.js';
+import { checkBoolean, checkKnownKeys, knownKeys } from '../core/option-checks.js';
 import { isInside } from '../core/paths.js';
 import { defaultStateRoot } from '../core/state-folders.js';
 import {
@@ -198,7 +198,8 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
   checkKnownKeys(options, 'createCodecall options', CODECALL_OPTION_NAMES);
   const given = options as CodecallOptions;
   const limits = resolveLimits(given.limits);
-  const sandbox = given.sandbox ?? 'auto';
+  // `null` is a value given, refused below like any other that is not a mode (not taken for the default).
+  const sandbox = given.sandbox === undefined ? 'auto' : given.sandbox;
   if (!SANDBOX_MODES.includes(sandbox)) {
     throw new CodecallError(
       'INVALID_CONFIG',
@@ -206,24 +207,12 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
       { sandbox },
     );
   }
-  const python = given.python ?? DEFAULT_PYTHON;
+  const python = given.python === undefined ? DEFAULT_PYTHON : given.python;
   if (typeof python !== 'string' || python.length === 0) {
     throw new CodecallError('INVALID_CONFIG', `python must be a command or path, got ${JSON.stringify(python)}`);
   }
-  const network = given.network ?? false;
-  if (typeof network !== 'boolean') {
-    throw new CodecallError('INVALID_CONFIG', `network must be true or false, got ${JSON.stringify(network)}`, {
-      network,
-    });
-  }
-  const redactSecrets = given.redactSecrets === undefined ? true : given.redactSecrets;
-  if (typeof redactSecrets !== 'boolean') {
-    throw new CodecallError(
-      'INVALID_CONFIG',
-      `redactSecrets must be true or false, got ${JSON.stringify(redactSecrets)}`,
-      { redactSecrets },
-    );
-  }
+  const network = checkBoolean(given.network, 'network', false);
+  const redactSecrets = checkBoolean(given.redactSecrets, 'redactSecrets', true);
   const workspace = resolvePath(checkPath(given.workspace, 'workspace') ?? process.cwd());
   // Checked now (this imports no MCP SDK code), so a bad server entry is a configuration error at creation.
   const mcpServers = parseMcpServers(given.mcpServers ?? {});

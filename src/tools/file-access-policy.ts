@@ -1,4 +1,5 @@
 import { CodecallError } from '../core/errors.js';
+import { checkBoolean } from '../core/option-checks.js';
 import type { DeniedPaths } from './denied-paths.js';
 import { compileDeniedPaths } from './denied-paths.js';
 
@@ -68,13 +69,7 @@ export function checkFileToolsPolicyOptions(options: unknown): FileToolsPolicyOp
   const { allowVersionControlWrites, deniedPaths } = options as FileToolsPolicyOptions;
   // Compiled here too, so a bad pattern is a configuration error even where the file tools are not enabled.
   if (deniedPaths !== undefined) compileDeniedPaths(deniedPaths);
-  if (allowVersionControlWrites !== undefined && typeof allowVersionControlWrites !== 'boolean') {
-    throw new CodecallError(
-      'INVALID_CONFIG',
-      `files.allowVersionControlWrites must be true or false, got ${JSON.stringify(allowVersionControlWrites)}`,
-      { allowVersionControlWrites },
-    );
-  }
+  checkBoolean(allowVersionControlWrites, 'files.allowVersionControlWrites', false);
   return options as FileToolsPolicyOptions;
 }
 

@@ -384,7 +384,7 @@ describe('limits and cleanup', () => {
     }
   });
 
-  it('refuses a bad env, envPassthrough, network or stateDir when the codecall is created', () => {
+  it('refuses a bad env, envPassthrough, network, redactSecrets, sandbox, python or stateDir when the codecall is created', () => {
     const cases: [CodecallOptions, RegExp][] = [
       [{ env: { LD_PRELOAD: '/x.so' } }, /^env: "LD_PRELOAD" cannot be set for scripts/],
       [{ env: { PYTHONPATH: '/x' } }, /^env: "PYTHONPATH" cannot be set for scripts/],
@@ -397,6 +397,15 @@ describe('limits and cleanup', () => {
       [{ envPassthrough: ['LD_LIBRARY_PATH'] }, /^envPassthrough: "LD_LIBRARY_PATH" cannot be set for scripts/],
       [{ envPassthrough: [3 as never] }, /^envPassthrough: 3 is not a valid environment variable name$/],
       [{ network: 'yes' as never }, /^network must be true or false, got "yes"$/],
+      // null is a value given, never taken for the default.
+      [{ network: null as never }, /^network must be true or false, got null$/],
+      [{ redactSecrets: null as never }, /^redactSecrets must be true or false, got null$/],
+      [
+        { files: { allowVersionControlWrites: null as never } },
+        /^files.allowVersionControlWrites must be true or false, got null$/,
+      ],
+      [{ sandbox: null as never }, /^sandbox must be one of auto, bubblewrap, none, got null$/],
+      [{ python: null as never }, /^python must be a command or path, got null$/],
       [{ stateDir: 3 as never }, /^stateDir must be a path, got 3$/],
       [{ stateDir: '' }, /^stateDir must be a path, got ""$/],
     ];
