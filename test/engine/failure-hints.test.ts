@@ -64,10 +64,13 @@ describe('hints from real runs (workspace not mounted)', () => {
     expect(unrelated.hint).not.toContain('did you mean');
   });
 
-  it('says to import a helper used without importing it', async () => {
-    const result = await codecall.execute('print(json_parse("[1]"))');
-    expect(result.hint).toBe('Import the helper first: from tools import json_parse.');
-  });
+  it.each(['json_parse', 'save_artifact', 'search_tools'])(
+    'says to import a helper used without importing it: %s',
+    async (helper) => {
+      const result = await codecall.execute(`print(${helper}("x"))`);
+      expect(result.hint).toBe(`Import the helper first: from tools import ${helper}.`);
+    },
+  );
 
   it('tells a workspace module that the script cannot see from a package that is not installed', async () => {
     const hidden = await codecall.execute('import billing');

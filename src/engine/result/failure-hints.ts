@@ -1,5 +1,6 @@
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
+import { RUNTIME_HELPER_NAMES } from '../../codegen/python-identifiers.js';
 import type { Limits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
 import { formatBytes, formatSeconds } from '../../core/wording.js';
@@ -19,11 +20,9 @@ export interface HintContext {
   readonly importablePackages?: readonly string[] | undefined;
 }
 
-/** Helpers every generated module exports besides the tools. */
+/** Helpers every generated module exports besides the tools: the runtime's, from the one list codegen writes. */
 export const MODULE_HELPER_NAMES: readonly string[] = Object.freeze([
-  'json_parse',
-  'shell_quote',
-  'retry',
+  ...RUNTIME_HELPER_NAMES,
   'search_tools',
   'ToolError',
 ]);
