@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { basename, extname, join } from 'node:path';
 import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/sdk/types.js';
+import { extensionOfMimeType } from '../core/media-types.js';
 
 /** Where and for whom an upstream result's files are saved. */
 export interface UpstreamResultContext {
@@ -40,32 +41,6 @@ export const MAX_INLINE_MEDIA_BYTES = 256 * 1024;
 const MAX_STRUCTURED_SEARCH_DEPTH = 64;
 /** Longest part of a tool or server name kept in a saved file's name. */
 const MAX_FILE_NAME_PART_CHARACTERS = 40;
-
-const EXTENSION_BY_MIME_TYPE: Readonly<Record<string, string>> = {
-  'image/png': '.png',
-  'image/jpeg': '.jpg',
-  'image/gif': '.gif',
-  'image/webp': '.webp',
-  'image/svg+xml': '.svg',
-  'image/bmp': '.bmp',
-  'image/tiff': '.tiff',
-  'audio/wav': '.wav',
-  'audio/x-wav': '.wav',
-  'audio/wave': '.wav',
-  'audio/mpeg': '.mp3',
-  'audio/mp3': '.mp3',
-  'audio/ogg': '.ogg',
-  'audio/flac': '.flac',
-  'audio/mp4': '.m4a',
-  'audio/webm': '.webm',
-  'application/pdf': '.pdf',
-  'application/json': '.json',
-  'application/xml': '.xml',
-  'text/plain': '.txt',
-  'text/markdown': '.md',
-  'text/html': '.html',
-  'text/csv': '.csv',
-};
 
 /**
  * Turns a successful `tools/call` result into the value the script receives:
@@ -245,7 +220,7 @@ function identityOf(block: SavableBlock): string {
 }
 
 function extensionOf(mimeType: string, uri: string | undefined): string {
-  const known = EXTENSION_BY_MIME_TYPE[mimeType.toLowerCase().split(';')[0]?.trim() ?? ''];
+  const known = extensionOfMimeType(mimeType);
   if (known !== undefined) return known;
   if (uri !== undefined) {
     const fromUri = extname(uri.split(/[?#]/)[0] ?? '');

@@ -1,8 +1,9 @@
 import { constants, readdirSync } from 'node:fs';
 import { type FileHandle, lstat, mkdir, open, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { mimeTypeOf } from '../../core/media-types.js';
 import type { Artifact } from '../../core/result.js';
-import { MAX_ARTIFACT_BYTES, MAX_ARTIFACTS, mimeTypeOf } from './artifacts.js';
+import { MAX_ARTIFACT_BYTES, MAX_ARTIFACTS } from './artifacts.js';
 
 /** Bytes of an artifact's name at most (a file name's limit on Linux). */
 export const MAX_ARTIFACT_NAME_BYTES = 255;
