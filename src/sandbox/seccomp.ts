@@ -18,6 +18,22 @@ const AUDIT_ARCHITECTURES: Readonly<Record<SeccompArchitecture, number>> = {
   aarch64: 0xc00000b7,
 };
 
+/** System calls added since Linux 5.1 have one number on every architecture (from 424 on). */
+const UNIFIED_SYSTEM_CALL_NUMBERS: Readonly<Record<string, number>> = {
+  io_uring_setup: 425,
+  io_uring_enter: 426,
+  io_uring_register: 427,
+  open_tree: 428,
+  move_mount: 429,
+  fsopen: 430,
+  fsconfig: 431,
+  fsmount: 432,
+  fspick: 433,
+  clone3: 435,
+  mount_setattr: 442,
+  quotactl_fd: 443,
+};
+
 /** System call numbers, from `asm/unistd_64.h` (x86_64) and `asm-generic/unistd.h` (aarch64). */
 const SYSTEM_CALL_NUMBERS: Readonly<Record<SeccompArchitecture, Readonly<Record<string, number>>>> = {
   x86_64: {
@@ -62,18 +78,7 @@ const SYSTEM_CALL_NUMBERS: Readonly<Record<SeccompArchitecture, Readonly<Record<
     kexec_file_load: 320,
     bpf: 321,
     userfaultfd: 323,
-    io_uring_setup: 425,
-    io_uring_enter: 426,
-    io_uring_register: 427,
-    open_tree: 428,
-    move_mount: 429,
-    fsopen: 430,
-    fsconfig: 431,
-    fsmount: 432,
-    fspick: 433,
-    clone3: 435,
-    mount_setattr: 442,
-    quotactl_fd: 443,
+    ...UNIFIED_SYSTEM_CALL_NUMBERS,
   },
   aarch64: {
     lookup_dcookie: 18,
@@ -113,18 +118,7 @@ const SYSTEM_CALL_NUMBERS: Readonly<Record<SeccompArchitecture, Readonly<Record<
     bpf: 280,
     userfaultfd: 282,
     kexec_file_load: 294,
-    io_uring_setup: 425,
-    io_uring_enter: 426,
-    io_uring_register: 427,
-    open_tree: 428,
-    move_mount: 429,
-    fsopen: 430,
-    fsconfig: 431,
-    fsmount: 432,
-    fspick: 433,
-    clone3: 435,
-    mount_setattr: 442,
-    quotactl_fd: 443,
+    ...UNIFIED_SYSTEM_CALL_NUMBERS,
   },
 };
 

@@ -6,7 +6,6 @@ import type { FileToolsPolicyOptions } from './file-access-policy.js';
 import { VERSION_CONTROL_NAMES } from './file-access-policy.js';
 import type { LineSearch } from './line-search.js';
 import { startLineSearch } from './line-search.js';
-import type { NamePattern, PathPattern } from './name-pattern.js';
 import { compileNamePattern, compilePathPattern, isPathPattern, NamePatternError } from './name-pattern.js';
 import { closeDirectory, listDirectoryAt, openDirectoryAt, openEntryAt, statEntryAt } from './open-beneath.js';
 import { SearchBudget, SearchRefusedError } from './search-budget.js';
@@ -464,8 +463,9 @@ async function listFilesTool(workspace: Workspace, args: Record<string, unknown>
   const recursive = optionalBoolean('list_files', args, 'recursive') ?? false;
   const target = parseWorkspacePath(workspace, 'list_files', requested);
   const pathPattern = pattern !== undefined && isPathPattern(pattern);
-  const matcher = pattern === undefined || pathPattern ? undefined : compilePattern(pattern);
-  const pathMatcher = pattern !== undefined && pathPattern ? compileListPathPattern(pattern) : undefined;
+  const matcher = pattern === undefined || pathPattern ? undefined : compileListPattern(compileNamePattern, pattern);
+  const pathMatcher =
+    pattern !== undefined && pathPattern ? compileListPattern(compilePathPattern, pattern) : undefined;
   const directory = await openWorkspaceDirectory(workspace, 'list_files', requested, target).catch((error: unknown) => {
     if (error instanceof FileToolError && error.message.endsWith('(or one of its parents) is not a directory')) {
       throw new FileToolError(`list_files: '${requested}' is not a directory; use read_file to read a file`);
@@ -628,9 +628,10 @@ async function searchFilesTool(
   }
 }
 
-function compilePattern(pattern: string): NamePattern {
+/** Compiles a `list_files` pattern (of names or of paths); a bad one is the tool's error, naming why. */
+function compileListPattern<Pattern>(compile: (pattern: string) => Pattern, pattern: string): Pattern {
   try {
-    return compileNamePattern(pattern);
+    return compile(pattern);
   } catch (error) {
     if (error instanceof NamePatternError) throw new FileToolError(`list_files: invalid pattern: ${error.message}`);
     throw error;
@@ -638,15 +639,6 @@ function compilePattern(pattern: string): NamePattern {
 }
 
 // Models write Python: accept its inline case-insensitive flag and named-group syntax.
-function compileListPathPattern(pattern: string): PathPattern {
-  try {
-    return compilePathPattern(pattern);
-  } catch (error) {
-    if (error instanceof NamePatternError) throw new FileToolError(`list_files: invalid pattern: ${error.message}`);
-    throw error;
-  }
-}
-
 function compileSearchPattern(patternText: string): RegExp {
   let source = patternText;
   let flags = '';

@@ -9,7 +9,7 @@ import { finishResult, outputPathsOf } from '../result/finish-result.js';
 import { runFrame } from './hand-over.js';
 import { type RunEventListener, runEventsFor } from './run-events.js';
 import { killPolicy } from './stop-policy.js';
-import { Supervisor } from './supervisor.js';
+import { supervisorFor } from './supervisor.js';
 
 /** Per-run options. */
 export interface RunOptions {
@@ -83,14 +83,7 @@ async function superviseRun(
   try {
     const { limits } = options;
     const outputPaths = outputPathsOf(environment.outputRoot, launched.runId);
-    const supervisor = new Supervisor({
-      process: launched,
-      tools: environment.tools,
-      isolation: environment.runner.isolation,
-      isolationWarning: environment.runner.isolationWarning,
-      limits,
-      approve: environment.approveToolCall,
-    });
+    const supervisor = supervisorFor(launched, environment, limits);
     const events = runEventsFor(options.onEvent, environment);
     const outcome = await supervisor.supervise({
       limits,

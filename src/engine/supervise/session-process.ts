@@ -5,7 +5,7 @@ import type { LaunchedInterpreter, RunEnvironment } from '../launch/interpreter-
 import { cellFrame } from './hand-over.js';
 import type { RunEvents } from './run-events.js';
 import { interruptThenKillPolicy } from './stop-policy.js';
-import { type SupervisedOutcome, Supervisor } from './supervisor.js';
+import { type SupervisedOutcome, type Supervisor, supervisorFor } from './supervisor.js';
 
 /** One session interpreter process and its supervisor, which runs its cells one at a time. */
 export class SessionProcess {
@@ -24,14 +24,7 @@ export class SessionProcess {
     this.environment = environment;
     // Random per interpreter, then the cell id: a script cannot guess a marker without reading the boot's memory.
     this.#noncePrefix = randomBytes(6).toString('hex');
-    this.#supervisor = new Supervisor({
-      process: launched,
-      tools: environment.tools,
-      isolation: environment.runner.isolation,
-      isolationWarning: environment.runner.isolationWarning,
-      limits,
-      approve: environment.approveToolCall,
-    });
+    this.#supervisor = supervisorFor(launched, environment, limits);
     void launched.exited.then(() => onExit(this));
     // An idle session interpreter does not keep the host alive.
     launched.holdEventLoop(false);

@@ -9,7 +9,12 @@ import {
 } from '../../rpc/protocol.js';
 import { exceptionReport, ToolCallServer, type ToolLookup } from '../../rpc/tool-call-server.js';
 import type { ApproveToolCall } from '../../tools/tool-approval.js';
-import { type LaunchedInterpreter, type ProcessExit, settledWithin } from '../launch/interpreter-launch.js';
+import {
+  type LaunchedInterpreter,
+  type ProcessExit,
+  type RunEnvironment,
+  settledWithin,
+} from '../launch/interpreter-launch.js';
 import { ArtifactSink, type ReceivedArtifacts } from '../result/artifact-sink.js';
 import type { ProcessOutcome } from '../result/run-result.js';
 import { type ExitStatus, exitStatusOf, limitReasonOf } from './limit-reason.js';
@@ -54,6 +59,21 @@ export interface SupervisorOptions {
   readonly limits: Limits;
   /** The codecall's `approveToolCall` hook, asked about calls of tools that need approval. */
   readonly approve?: ApproveToolCall | undefined;
+}
+
+/**
+ * The supervisor of an interpreter launched in `environment` (a one-shot run, or a session's interpreter): the
+ * environment's tools, isolation and approval hook, so every kind of run is supervised alike.
+ */
+export function supervisorFor(launched: LaunchedInterpreter, environment: RunEnvironment, limits: Limits): Supervisor {
+  return new Supervisor({
+    process: launched,
+    tools: environment.tools,
+    isolation: environment.runner.isolation,
+    isolationWarning: environment.runner.isolationWarning,
+    limits,
+    approve: environment.approveToolCall,
+  });
 }
 
 /** Options of {@link Supervisor.supervise}: one run of a one-shot interpreter, or one cell of a session's. */
