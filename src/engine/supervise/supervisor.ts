@@ -24,7 +24,10 @@ import type { RunEvents } from './run-events.js';
 import { RunTraceRecorder } from './run-trace.js';
 import type { StopPolicy } from './stop-policy.js';
 
-/** How long output still in the pipes is read after the interpreter ended (or after a cell reported its end). */
+/**
+ * How long output still in the pipes is read after the interpreter ended (or after a cell reported its end); the
+ * wait also lasts until the host has polled the pipes once after this time (see {@link afterPipesPolled}).
+ */
 export const OUTPUT_DRAIN_MS = 250;
 
 const NO_CELL_RUNNING = 'no cell is running; tools can be called only while a cell runs';
@@ -162,6 +165,17 @@ interface Supervised {
 }
 
 function ignoreOutput(): void {}
+
+/**
+ * Calls back once the event loop has polled its pipes again. A drain time counts from the moment the host read the
+ * end (`$done`, the exit, `$cell_done`), and the rest of the output was written before that end, but a busy host may
+ * read the pipes that hold it only in a later turn of its loop, which runs its expired timers before it polls: the
+ * output would be cut off although it was there. Timers run before the poll and immediates after it, so what the
+ * pipes held when the drain time ran out has been read by the time this calls back.
+ */
+function afterPipesPolled(callback: () => void): void {
+  setImmediate(callback);
+}
 
 function outputEnded(output: OutputStream): boolean {
   return output.markerSeen || output.closed;
@@ -312,6 +326,7 @@ export class Supervisor {
       // What is still in the pipes, up to the end markers (or until they close): a process that escaped the group
       // may hold them open, so the wait is bounded.
       await settledWithin(allOutputEnded, OUTPUT_DRAIN_MS);
+      if (!this.#streams.every(outputEnded)) await new Promise<void>((resolve) => afterPipesPolled(resolve));
       for (const output of this.#streams) {
         output.splitter.flush();
         output.handlers.output = ignoreOutput;
@@ -480,7 +495,9 @@ export class Supervisor {
     this.#checkOutputEnded();
     if (current.end === undefined && current.drainTimer === undefined) {
       current.drainTimer = setTimeout(() => {
-        if (current.report !== undefined) this.#settle(current, { report: current.report });
+        afterPipesPolled(() => {
+          if (current.report !== undefined) this.#settle(current, { report: current.report });
+        });
       }, OUTPUT_DRAIN_MS);
     }
   }
