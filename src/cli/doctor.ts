@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { CodecallError } from '../core/errors.js';
+import type { IsolationLevel } from '../core/isolation.js';
 import type { Limits } from '../core/limits.js';
 import { formatBytes, formatSeconds, plural } from '../core/wording.js';
 import { DEFAULT_WORKSPACE_MOUNT } from '../core/workspace-mount.js';
@@ -123,9 +124,24 @@ function describeLimits(limits: Limits): string {
     `memory ${formatBytes(limits.memoryBytes)}`,
     `${limits.maxProcesses} processes`,
     `files ${formatBytes(limits.maxFileBytes)}`,
+    `disk ${formatBytes(limits.maxDiskBytes)}`,
     `frames ${formatBytes(limits.maxFrameBytes)}`,
     `cpu ${formatSeconds(limits.cpuSeconds * 1000)}`,
   ].join(', ');
+}
+
+/** What bounds the files of a run, in a line: the run's tmpfs under bubblewrap, only the file size without one. */
+export function describeDiskLimit(limits: Limits, isolation: IsolationLevel): string {
+  if (isolation === 'bubblewrap') {
+    return (
+      `${formatBytes(limits.maxDiskBytes)} per run or session (limits.maxDiskBytes): working directory, TMPDIR and ` +
+      "/tmp on one tmpfs in the sandbox, charged to the run's memory cgroup where it has one; ENOSPC past it"
+    );
+  }
+  return (
+    `NOT BOUNDED without a sandbox: the run directory is on the host's disk, each file up to ` +
+    `${formatBytes(limits.maxFileBytes)} (limits.maxFileBytes); limits.maxDiskBytes holds under bubblewrap only`
+  );
 }
 
 /** Longest list of left-out tool names shown for one MCP server. */
@@ -201,9 +217,11 @@ export async function runDoctor(
   }
   const mode = options.sandbox ?? 'auto';
   const codecall = createCodecall(options);
+  let runIsolation: IsolationLevel | undefined;
   try {
     try {
       const isolation = await codecall.isolation();
+      runIsolation = isolation;
       line('isolation', `${isolation} (sandbox: ${mode})`);
       if (mode === 'auto' && isolation === 'none') {
         line('WARNING', unsandboxedWarning(probe.bubblewrap.reason ?? 'unknown reason'));
@@ -244,6 +262,7 @@ export async function runDoctor(
       `${options.workspace ?? process.cwd()} (workspaceMount ${options.workspaceMount ?? DEFAULT_WORKSPACE_MOUNT})`,
     );
     line('limits', describeLimits(codecall.limits));
+    if (runIsolation !== undefined) line('disk', describeDiskLimit(codecall.limits, runIsolation));
     line(
       'secrets',
       options.redactSecrets === false ? 'shown as printed (redactSecrets: false)' : 'masked in output and errors',

@@ -1,5 +1,5 @@
 import type { Limits } from '../core/limits.js';
-import { formatCount, formatSeconds, plural } from '../core/wording.js';
+import { formatBytes, formatCount, formatSeconds, plural } from '../core/wording.js';
 import type { WorkspaceMount } from '../core/workspace-mount.js';
 import { shortenText } from './description-summary.js';
 import type { GeneratedFunction, GeneratedSubmodule } from './python-module.js';
@@ -116,13 +116,18 @@ function sentence(text: string): string {
   return /[.!?]$/.test(text) ? text : `${text}.`;
 }
 
-function describeLimits(limits: Limits): string {
+/** The limits in words; the disk limit only where it holds (under bubblewrap). */
+function describeLimits(limits: Limits, diskBounded: boolean): string {
   return (
     `Limits: the script is stopped after ${formatSeconds(limits.timeoutMs)} and may make at most ` +
     `${plural(limits.maxToolCalls, 'tool call')}; one tool call may take up to ` +
     `${formatSeconds(limits.toolCallTimeoutMs)}. You see at most ${formatCount(limits.maxStdoutBytes)} bytes of ` +
     'output (the beginning and the end of longer output), so print summaries, not raw data. Error messages and ' +
-    `tracebacks are cut to ${formatCount(limits.maxErrorBytes)} bytes.`
+    `tracebacks are cut to ${formatCount(limits.maxErrorBytes)} bytes.` +
+    (diskBounded
+      ? ` Files the script writes (working directory, TMPDIR and /tmp together) may take ${formatBytes(limits.maxDiskBytes)}; ` +
+        'past that, writes fail with OSError "No space left on device".'
+      : '')
   );
 }
 
@@ -209,7 +214,11 @@ export function describeExecuteCodeTool(options: DescribeExecuteCodeToolOptions)
   for (const submodule of options.submodules ?? []) {
     if (submodule.note !== undefined) notes.set(submodule.module, shortenText(submodule.note, MAX_NOTE_LENGTH));
   }
-  const sections = [overview, describeFunctions(moduleName, functions, maxListed, notes), describeLimits(limits)];
+  const sections = [
+    overview,
+    describeFunctions(moduleName, functions, maxListed, notes),
+    describeLimits(limits, options.isolation === 'bubblewrap'),
+  ];
   const isolationNote = describeIsolation(options.isolation, options.network, options.workspaceMount);
   if (isolationNote !== '') sections.push(isolationNote);
   if (options.workspaceMount !== undefined) sections.push(describeWorkspaceMount(options.workspaceMount));

@@ -22,6 +22,11 @@ export const DEFAULT_MEMORY_BYTES = 1024 * 1024 * 1024;
 export const DEFAULT_MAX_PROCESSES = 256;
 /** Largest file the run may write (RLIMIT_FSIZE). */
 export const DEFAULT_MAX_FILE_BYTES = 100 * 1024 * 1024;
+/**
+ * Bytes a sandboxed run may keep in files at once: its working directory, TMPDIR and /tmp share one tmpfs of this
+ * size (RAM, charged to the run's memory cgroup, so half of the default memory limit). Writes past it fail (ENOSPC).
+ */
+export const DEFAULT_MAX_DISK_BYTES = 512 * 1024 * 1024;
 /** Largest frame on the tool channel, either way. */
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 /** Open files per process (RLIMIT_NOFILE). */
@@ -51,6 +56,8 @@ export interface Limits {
   maxProcesses: number;
   /** Largest file the run may write. */
   maxFileBytes: number;
+  /** Bytes the run's files may take together under bubblewrap (working directory, TMPDIR and /tmp). */
+  maxDiskBytes: number;
   /** Largest frame on the tool channel. */
   maxFrameBytes: number;
   /** Open files per process. */
@@ -73,6 +80,7 @@ export const DEFAULT_LIMITS: Readonly<Omit<Limits, 'cpuSeconds'>> = Object.freez
   memoryBytes: DEFAULT_MEMORY_BYTES,
   maxProcesses: DEFAULT_MAX_PROCESSES,
   maxFileBytes: DEFAULT_MAX_FILE_BYTES,
+  maxDiskBytes: DEFAULT_MAX_DISK_BYTES,
   maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
   maxOpenFiles: DEFAULT_MAX_OPEN_FILES,
   maxConcurrentToolCalls: DEFAULT_MAX_CONCURRENT_TOOL_CALLS,
@@ -89,6 +97,7 @@ const LIMIT_MINIMUMS: Readonly<Record<keyof Limits, number>> = {
   memoryBytes: 32 * 1024 * 1024,
   maxProcesses: 1,
   maxFileBytes: 1,
+  maxDiskBytes: 1024 * 1024,
   maxFrameBytes: 1_024,
   maxOpenFiles: 16,
   cpuSeconds: 1,

@@ -138,25 +138,21 @@ export function groupContent(user: SandboxUser): string {
 }
 
 /**
- * Kernel interfaces and scratch space: a new /proc for the new pid namespace, a minimal /dev made read-only, and
- * sized tmpfs for /dev/shm and /tmp (bwrap's tmpfs is otherwise unlimited host RAM).
+ * Kernel interfaces and scratch space: a new /proc for the new pid namespace, a minimal /dev made read-only, a sized
+ * tmpfs for /dev/shm, and one for /tmp when `tmpBytes` is given (bwrap's tmpfs is otherwise unlimited host RAM).
  */
-export function scratchArguments(tmpfsBytes: number): string[] {
-  const size = String(tmpfsBytes);
+export function scratchArguments(sharedMemoryBytes: number, tmpBytes?: number): string[] {
   return [
     '--proc',
     '/proc',
     '--dev',
     '/dev',
     '--size',
-    size,
+    String(sharedMemoryBytes),
     '--tmpfs',
     '/dev/shm',
     '--remount-ro',
     '/dev',
-    '--size',
-    size,
-    '--tmpfs',
-    '/tmp',
+    ...(tmpBytes === undefined ? [] : ['--size', String(tmpBytes), '--tmpfs', '/tmp']),
   ];
 }

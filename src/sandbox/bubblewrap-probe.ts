@@ -111,7 +111,7 @@ function trialRun(path: string, user: SandboxUser, seccompDescriptor: number | u
   const argumentsList = [
     ...isolationArguments(false),
     ...systemDirectoryArguments(),
-    ...scratchArguments(TRIAL_TMPFS_BYTES),
+    ...scratchArguments(TRIAL_TMPFS_BYTES, TRIAL_TMPFS_BYTES),
     '--remount-ro',
     '/',
     '--clearenv',

@@ -185,6 +185,15 @@ export class BubblewrapRunner implements SandboxRunner {
         environment[BootVariable.resourceLimits] = cgroupAwareRlimits(rlimits, cgroups, limits.cpuSeconds);
       }
       const accounts = this.accountFiles(user);
+      const disk = runDiskLayout({
+        request,
+        environment,
+        otherDestinations: mounts.filter((mount) => mount.kind !== 'run').map((mount) => mount.destination),
+        scriptSource:
+          request.scriptFile === undefined
+            ? undefined
+            : (staging?.reachable(realpathSync(request.scriptFile)) ?? realpathSync(request.scriptFile)),
+      });
       const bubblewrapArguments = [
         ...this.fixedArgumentsFor(request.network),
         '--ro-bind',
@@ -193,13 +202,20 @@ export class BubblewrapRunner implements SandboxRunner {
         '--ro-bind',
         staging?.reachable(accounts.group) ?? accounts.group,
         '/etc/group',
-        ...scratchArguments(limits.maxFileBytes),
-        ...mounts.flatMap((mount) => [
-          mount.writable ? '--bind' : '--ro-bind',
-          staging?.reachable(mount.source) ?? mount.source,
-          mount.destination,
-        ]),
-        ...scratchDirectoryArguments(environment.TMPDIR, request.workDir, limits.maxFileBytes),
+        ...scratchArguments(
+          Math.min(limits.maxFileBytes, limits.maxDiskBytes),
+          disk.tmp === 'link' ? undefined : limits.maxDiskBytes,
+        ),
+        ...mounts.flatMap((mount) =>
+          mount.kind === 'run'
+            ? disk.runArguments
+            : [
+                mount.writable ? '--bind' : '--ro-bind',
+                staging?.reachable(mount.source) ?? mount.source,
+                mount.destination,
+              ],
+        ),
+        ...(disk.tmp === 'link' ? ['--symlink', disk.tmpTarget, '/tmp'] : []),
         '--remount-ro',
         '/',
         '--chdir',
@@ -439,10 +455,51 @@ function cgroupAwareRlimits(specification: string, cgroups: RunCgroups, cpuSecon
     .join(',');
 }
 
-/** A sized tmpfs on the script's TMPDIR when it lies inside the run directory (scratch files stay in RAM, capped). */
-function scratchDirectoryArguments(tmpDirectory: string | undefined, workDir: string, bytes: number): string[] {
-  if (tmpDirectory === undefined || tmpDirectory === workDir || !isInside(tmpDirectory, workDir)) return [];
-  return ['--size', String(bytes), '--tmpfs', tmpDirectory];
+/** Where /tmp is in a run: the run's disk tmpfs itself, a link to the run's TMPDIR on it, or a tmpfs of its own. */
+type TmpPlacement = 'disk' | 'link' | 'own';
+
+/** The run's writable places under bubblewrap: the bwrap arguments at the run directory's place, and /tmp. */
+interface RunDiskLayout {
+  readonly runArguments: readonly string[];
+  readonly tmp: TmpPlacement;
+  /** Where /tmp links to when {@link tmp} is `link`. */
+  readonly tmpTarget: string;
+}
+
+/**
+ * One tmpfs of `maxDiskBytes` holds everything the script can write (besides a writable workspace and /dev/shm): its
+ * run directory, made fresh inside the sandbox (nothing the script writes reaches the host's disk, and the host reads
+ * nothing of it), with TMPDIR and the artifacts folder in it, and /tmp. When the run directory lies inside /tmp (the
+ * default state folder), /tmp is that tmpfs; otherwise it is mounted on the run directory and /tmp is a link to the
+ * run's TMPDIR — unless another mount lies inside /tmp, which then gets a tmpfs of its own of the same size. The cold
+ * script, written by the engine, is bound read-only at its place.
+ */
+function runDiskLayout(options: {
+  readonly request: LaunchRequest;
+  readonly environment: Readonly<Record<string, string>>;
+  readonly otherDestinations: readonly string[];
+  readonly scriptSource: string | undefined;
+}): RunDiskLayout {
+  const { request, environment } = options;
+  const workDir = request.workDir;
+  const tmpDirectory = environment.TMPDIR;
+  const insideRun = (path: string | undefined): path is string =>
+    path !== undefined && path !== workDir && isInside(path, workDir);
+  const tmp: TmpPlacement = isInside(workDir, '/tmp')
+    ? 'disk'
+    : insideRun(tmpDirectory) && !options.otherDestinations.some((destination) => isInside(destination, '/tmp'))
+      ? 'link'
+      : 'own';
+  const runArguments = [
+    ...(tmp === 'disk' ? ['--dir', workDir] : ['--size', String(request.limits.maxDiskBytes), '--tmpfs', workDir]),
+    ...[tmpDirectory, environment[BootVariable.artifactsDirectory]]
+      .filter(insideRun)
+      .flatMap((path) => ['--dir', path]),
+    ...(options.scriptSource !== undefined && request.scriptFile !== undefined
+      ? ['--ro-bind', options.scriptSource, request.scriptFile]
+      : []),
+  ];
+  return { runArguments, tmp, tmpTarget: tmpDirectory ?? workDir };
 }
 
 function closeQuietly(descriptor: number): void {

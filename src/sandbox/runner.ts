@@ -14,6 +14,11 @@ export interface LaunchRequest {
   readonly pythonArguments: readonly string[];
   /** The run's private, writable working directory: the script's cwd and HOME. */
   readonly workDir: string;
+  /**
+   * The script file the engine wrote into `workDir` before the launch (cold runs). A sandbox that gives the run a
+   * fresh working directory of its own shows this file there, read-only.
+   */
+  readonly scriptFile?: string | undefined;
   /** Directories the script must be able to read (runtime, generated modules); never writable inside a sandbox. */
   readonly readOnlyPaths: readonly string[];
   /** The environment of the script, already built from the allowlist. */

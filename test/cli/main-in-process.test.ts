@@ -97,6 +97,8 @@ describe('main called in process', () => {
     expect(result.stdout).toMatch(/^python\s+\/.*python3.* \(Python 3\.\d+\.\d+, from "python3"\)$/m);
     expect(result.stdout).toMatch(/^isolation\s+none \(sandbox: none\)$/m);
     expect(result.stdout).toMatch(/^limits\s+timeout 30 seconds, 1,000 tool calls/m);
+    expect(result.stdout).toMatch(/^limits\s+.*, files 100 MiB, disk 512 MiB,/m);
+    expect(result.stdout).toMatch(/^disk\s+NOT BOUNDED without a sandbox: the run directory is on the host's disk/m);
   });
 
   it('serves execute_code over its stdin and stdout until the input ends, then lets go of the signals', async () => {

@@ -193,12 +193,14 @@ describe.skipIf(process.getuid?.() !== 0)('codecall on a machine without a usabl
       /^WARNING +NO SANDBOX: bubblewrap is not usable here \(bubblewrap \(bwrap\) is not/m,
     );
     expect(without.stdout).toMatch(/^run uid +one per run, from 2000000000–2000065535 /m);
+    expect(without.stdout).toMatch(/^disk +NOT BOUNDED without a sandbox/m);
     if (bubblewrapUsable) {
       const withIt = await codecall('real', ['doctor']);
       expect(withIt.stdout).toMatch(/^isolation +bubblewrap \(sandbox: auto\)$/m);
       expect(withIt.stdout).not.toContain('WARNING');
       expect(withIt.stdout).not.toContain('NO SANDBOX');
       expect(withIt.stdout).toMatch(/^run uid +one per run, from 2000000000–2000065535 /m);
+      expect(withIt.stdout).toMatch(/^disk +512 MiB per run or session \(limits\.maxDiskBytes\): working directory/m);
     }
   });
 });

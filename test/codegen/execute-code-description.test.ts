@@ -64,7 +64,7 @@ Functions in \`tools\` (\`from tools import ...\`):
 Functions in \`tools.github\` (\`from tools.github import ...\`):
 - create_issue(title: str) -> Any — Create an issue.
 
-Limits: the script is stopped after 300 seconds and may make at most 1,000 tool calls; one tool call may take up to 60 seconds. You see at most 50,000 bytes of output (the beginning and the end of longer output), so print summaries, not raw data. Error messages and tracebacks are cut to 10,000 bytes.
+Limits: the script is stopped after 300 seconds and may make at most 1,000 tool calls; one tool call may take up to 60 seconds. You see at most 50,000 bytes of output (the beginning and the end of longer output), so print summaries, not raw data. Error messages and tracebacks are cut to 10,000 bytes. Files the script writes (working directory, TMPDIR and /tmp together) may take 512 MiB; past that, writes fail with OSError "No space left on device".
 
 The script runs in a sandbox with a private working directory; reach files and services outside it through the tools. It has no network access.`);
   });
@@ -90,6 +90,17 @@ There are 3 functions, too many to list here:
 Find the ones you need with \`print(tools.search_tools("what you want to do"))\` (name, signature and description of the best matches) and read one's arguments with \`help(tools.<function>)\`.
 
 Limits: the script is stopped after 1.5 seconds and may make at most 1 tool call; one tool call may take up to 1 second. You see at most 1,234,567 bytes of output (the beginning and the end of longer output), so print summaries, not raw data. Error messages and tracebacks are cut to 10,000 bytes.`);
+  });
+
+  it('states the disk limit where it holds (bubblewrap) and only there', () => {
+    const limits = resolveLimits({ maxDiskBytes: 64 * 1024 * 1024 });
+    const described = (isolation: 'bubblewrap' | 'none' | 'auto') =>
+      describeExecuteCodeTool({ moduleName: 'tools', functions: generated.functions, limits, isolation });
+    expect(described('bubblewrap')).toContain(
+      'Files the script writes (working directory, TMPDIR and /tmp together) may take 64 MiB; past that, writes fail',
+    );
+    expect(described('none')).not.toContain('Files the script writes');
+    expect(described('auto')).not.toContain('Files the script writes');
   });
 
   it('switches to the module list above 40 functions by default', () => {

@@ -640,6 +640,9 @@ describe('configuration errors are thrown', () => {
     expect(() => codecallWith({ limits: { timeoutMs: -1 } })).toThrow(
       /limits.timeoutMs must be an integer >= 1, got -1/,
     );
+    expect(() => codecallWith({ limits: { maxDiskBytes: 4096 } })).toThrow(
+      /limits.maxDiskBytes must be an integer >= 1048576, got 4096/,
+    );
     expect(() => codecallWith({ limits: { speed: 3 } as never })).toThrow(
       /^unknown key "speed" in limits; known keys: timeoutMs, maxToolCalls, /,
     );

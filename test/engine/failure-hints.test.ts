@@ -120,6 +120,28 @@ describe('hints that depend on the workspace mount', () => {
     );
   });
 
+  it('names the disk limit for ENOSPC under bubblewrap, and a full host disk without a sandbox', () => {
+    const message = "[Errno 28] No space left on device: 'big.bin'";
+    expect(hintFor('OSError', message, 'copy')).toContain('disk limit of 512 MiB per run');
+    const context: HintContext = {
+      moduleName: 'tools',
+      functionNames: [],
+      submoduleNames: [],
+      limits: resolveLimits({ maxDiskBytes: 3 * 1024 * 1024 }),
+    };
+    const base = { status: 'error', stdout: '', stderr: '', toolCalls: 0, durationMs: 1 } as const;
+    expect(
+      failureHint({ ...base, exitCode: 1, error: { type: 'OSError', message }, isolation: 'bubblewrap' }, context),
+    ).toContain('disk limit of 3 MiB per run');
+    expect(failureHint({ ...base, exitCode: 1, error: { type: 'OSError', message }, isolation: 'none' }, context)).toBe(
+      'The disk the script writes to is full: write less, or delete files it no longer needs.',
+    );
+    const mapped = { type: 'Killed', message: 'the interpreter was killed by SIGBUS' };
+    expect(
+      failureHint({ ...base, exitCode: null, signal: 'SIGBUS', error: mapped, isolation: 'bubblewrap' }, context),
+    ).toContain('mmap');
+  });
+
   it('points to the source folder of a workspace package that is not on the import path', () => {
     expect(hintFor('ModuleNotFoundError', "No module named 'inventory'", 'read-only')).toBe(
       'Module "inventory" is in the workspace folder "src", which is not on the import path: add it first with ' +

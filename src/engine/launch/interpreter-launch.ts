@@ -165,6 +165,7 @@ export async function launchInterpreter(
       interpreter: environment.interpreter,
       pythonArguments: BOOT_ARGUMENTS[options.mode],
       workDir: directory.root,
+      scriptFile: options.script !== undefined ? join(directory.root, SCRIPT_FILE_NAME) : undefined,
       readOnlyPaths: [
         ...new Set([
           ...environment.modulePaths,

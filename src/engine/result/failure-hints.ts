@@ -66,6 +66,7 @@ export function failureHint(result: Omit<ExecuteResult, 'hint'>, context: HintCo
   const error = result.error;
   if (error === undefined) return undefined;
   return (
+    diskHint(result, error.message, context) ??
     importHint(error.type, error.message, context) ??
     nameHint(error.type, error.message, context) ??
     fileHint(error.type, error.message, context) ??
@@ -142,6 +143,22 @@ function workspaceModuleHint(name: string, folder: string, context: HintContext)
     return `Module "${name}" is in the workspace but did not import: check that it is a package (a folder with __init__.py) or a .py file, and that its own imports exist.`;
   }
   return `Module "${name}" is in ${place}, which is not on the import path: add it first with sys.path.insert(0, "${folder}") (the script starts in the workspace).`;
+}
+
+/**
+ * ENOSPC. Under bubblewrap it is the run's own disk limit (a value, not a kill: the script may catch it); without a
+ * sandbox it is the host's disk.
+ */
+function diskHint(result: Omit<ExecuteResult, 'hint'>, message: string, context: HintContext): string | undefined {
+  // Writing through a memory map into a file whose pages the tmpfs cannot give is SIGBUS, not ENOSPC.
+  if (result.isolation === 'bubblewrap' && result.signal === 'SIGBUS') {
+    return `The script was killed by SIGBUS: most likely it wrote through a memory map (mmap) into a file past the disk limit of ${formatBytes(context.limits.maxDiskBytes)} per run; write less, or write files with write() to get an OSError instead.`;
+  }
+  if (!/No space left on device/.test(message)) return undefined;
+  if (result.isolation === 'bubblewrap') {
+    return `The script's files reached the disk limit of ${formatBytes(context.limits.maxDiskBytes)} per run (working directory, TMPDIR and /tmp together): delete files it no longer needs, write less, or keep data in memory and print a summary.`;
+  }
+  return 'The disk the script writes to is full: write less, or delete files it no longer needs.';
 }
 
 function nameHint(type: string, message: string, context: HintContext): string | undefined {

@@ -17,6 +17,7 @@ const LAUNCH_LIMIT_KEYS = [
   'memoryBytes',
   'maxProcesses',
   'maxFileBytes',
+  'maxDiskBytes',
   'maxOpenFiles',
   'cpuSeconds',
   'maxFrameBytes',

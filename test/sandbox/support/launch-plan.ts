@@ -74,6 +74,7 @@ export async function launchWithRunner(options: LaunchOptions): Promise<LaunchOu
     interpreter,
     pythonArguments: ['-S', '-c', options.gated ? GATED_BOOT_COMMAND : BOOT_COMMAND, 'script.py'],
     workDir,
+    scriptFile: join(workDir, 'script.py'),
     readOnlyPaths: [RUNTIME_DIR, ...(options.readOnlyPaths ?? [])],
     environment,
     limits,
