@@ -25,7 +25,7 @@ export function systemPythonHasMatplotlib(): boolean {
   return spawnSync(SYSTEM_PYTHON, ['-c', 'import matplotlib'], { stdio: 'ignore' }).status === 0;
 }
 
-/** A state folder of the test file's own, so runs leave nothing in the machine's default one. */
+/** A state folder of the test file's own (removed after it), so runs leave nothing in the machine's default one. */
 export const STATE_TMPDIR = mkdtempSync(join(tmpdir(), 'codecall-examples-'));
 
 /** What a finished command printed. */
@@ -70,6 +70,7 @@ export interface SalesTruth {
   readonly orders: number;
   readonly revenue_cents: number;
   readonly by_region: Record<string, { readonly orders: number; readonly revenue_cents: number }>;
+  readonly by_month_cents: Record<string, number>;
 }
 
 /** Runs the generator with `--truth` under `python`. */

@@ -2,26 +2,17 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PACKAGE_EXAMPLE, runCli } from './example-runs.js';
+import { PACKAGE_EXAMPLE, runCli, STATE_TMPDIR } from './example-runs.js';
+import { REPORT } from './expected-output.js';
 
 // The testing example end to end, as the README runs it: the script a model writes from SPEC.md imports the package
 // from the workspace (a throwaway copy) and reports which features are broken. The expected text is what the model
 // reads back; the README quotes it.
 const scratch = mkdtempSync(join(tmpdir(), 'codecall-package-tests-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-
-const REPORT = `ok    1. parsing amounts: 4 checks
-ok    2. line totals: 3 checks
-FAIL  3. discounts: 1 of 4 checks failed
-      apply_discount(Decimal('0.25'), 50) returned Decimal('0.12'), expected Decimal('0.13')
-ok    4. tax: 2 checks
-FAIL  5. splitting: 2 of 3 checks failed
-      split_evenly(Decimal('10.00'), 3) returned [Decimal('3.33'), Decimal('3.33'), Decimal('3.33')], expected [Decimal('3.34'), Decimal('3.33'), Decimal('3.33')]
-      split_evenly(Decimal('0.05'), 2) returned [Decimal('0.02'), Decimal('0.02')], expected [Decimal('0.03'), Decimal('0.02')]
-ok    6. formatting: 2 checks
-
-2 of 6 features broken: 3. discounts, 5. splitting
-`;
+afterAll(() => {
+  rmSync(scratch, { recursive: true, force: true });
+  rmSync(STATE_TMPDIR, { recursive: true, force: true });
+});
 
 // The two functions as SPEC.md asks: with them the same script must find nothing broken, so its checks are right.
 const FIXED_FUNCTIONS = `

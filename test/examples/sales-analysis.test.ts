@@ -1,9 +1,9 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import {
   CLI_PATH,
   readSalesTruth,
@@ -14,41 +14,16 @@ import {
   systemPythonHasMatplotlib,
   systemPythonMissing,
 } from './example-runs.js';
+import { CHART_LINES, EXPLORE_OUTPUT, NO_CHART_LINE, SUMMARY } from './expected-output.js';
 
 // The analysis example end to end, as the README runs it: the real command line from dist/, the shipped database,
 // Debian's python3 with matplotlib. The expected texts are what the model reads back; the README quotes them.
 const config = join(SALES_EXAMPLE, 'codecall.json');
+afterAll(() => rmSync(STATE_TMPDIR, { recursive: true, force: true }));
 const missingReason = systemPythonMissing();
 const hasMatplotlib = missingReason === undefined && systemPythonHasMatplotlib();
 if (missingReason !== undefined) console.warn(`[examples] analysis example skipped: ${missingReason}`);
 else if (!hasMatplotlib) console.warn(`[examples] ${SYSTEM_PYTHON} has no matplotlib: checking the chartless output`);
-
-const EXPLORE_OUTPUT = `{'id': 'INTEGER', 'order_number': 'TEXT', 'order_date': 'TEXT', 'channel': 'TEXT', 'region': 'TEXT', 'product': 'TEXT', 'quantity': 'INTEGER', 'amount': ''}
-[{'rows': 3150, 'orders': 3000, 'revenue': 262711.35}]
-{'id': 1, 'order_number': 'SO-10001', 'order_date': '2024-01-01', 'channel': 'web', 'region': 'east', 'product': 'Sprocket', 'quantity': 1, 'amount': 7.8}
-{'id': 2, 'order_number': 'SO-10002', 'order_date': '01/01/2024', 'channel': 'store', 'region': 'North', 'product': 'Widget', 'quantity': 2, 'amount': 39.98}
-{'id': 3, 'order_number': 'SO-10003', 'order_date': '01/01/2024', 'channel': 'store', 'region': 'North', 'product': 'GADGET', 'quantity': 1, 'amount': '34.50'}
-{'id': 4, 'order_number': 'SO-10004', 'order_date': '01 Jan 2024', 'channel': 'phone', 'region': ' South', 'product': 'Flux Capacitor', 'quantity': 5, 'amount': 645}
-[{'type': 'real', 'rows': 2528}, {'type': 'text', 'rows': 622}]
-48 spellings of region, e.g. ['  EAST  ', '  East  ', '  NORTH  ', '  North  ', '  SOUTH  ', '  South  ', '  WEST  ', '  West  ']
-`;
-
-const SUMMARY = `3,150 rows, 150 duplicates dropped: 3,000 orders
-cleaned: 48 spellings of 4 regions, 3 date formats, 622 amounts stored as text
-
-region    orders       revenue   share
-North        983     86,896.98     32%
-East         774     70,892.24     26%
-South        679     60,462.96     22%
-West         564     55,862.49     20%
-total      3,000    274,114.67
-
-best month 2024-12: 39,007.96; weakest 2024-02: 12,371.45
-second half vs first half: +28%
-`;
-/** The chart's line: its size depends on matplotlib's version, so the size is a pattern. */
-const CHART_LINES = /^chart: revenue-by-month\.png\n\[artifact\] revenue-by-month\.png \(image\/png, \d+\.\d KiB\)\n$/;
-const NO_CHART_LINE = 'no chart: matplotlib is not installed for this interpreter\n';
 
 describe.skipIf(missingReason !== undefined)('the analysis example (npm run example:analysis)', () => {
   it('shows the model the mess on a first look', async () => {
@@ -79,6 +54,11 @@ describe.skipIf(missingReason !== undefined)('the analysis example (npm run exam
     );
     expect(printed).toEqual(truth.by_region);
     expect(SUMMARY).toContain(`total      3,000    ${(truth.revenue_cents / 100).toLocaleString('en-US')}`);
+    const months = Object.entries(truth.by_month_cents).sort(([, low], [, high]) => high - low);
+    const money = (monthCents: number) => (monthCents / 100).toLocaleString('en-US', { minimumFractionDigits: 2 });
+    const [best, bestCents] = months[0] ?? ['', 0];
+    const [weakest, weakestCents] = months.at(-1) ?? ['', 0];
+    expect(SUMMARY).toContain(`best month ${best}: ${money(bestCents)}; weakest ${weakest}: ${money(weakestCents)}`);
   });
 
   it.skipIf(!hasMatplotlib)(
