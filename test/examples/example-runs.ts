@@ -41,7 +41,7 @@ export function runCli(args: readonly string[]): Promise<Completed> {
 }
 
 /** Runs a command to its end and collects what it printed. */
-export function runProcess(
+function runProcess(
   command: string,
   args: readonly string[],
   environment: Record<string, string> = {},
