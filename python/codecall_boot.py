@@ -65,6 +65,8 @@ CELL_NOTIFICATION = "$cell"
 CELL_DONE_NOTIFICATION = "$cell_done"
 # Script → host: one chunk of an artifact (`name`, `offset`, base64 `data`, `final`, optional `mimeType`).
 ARTIFACT_NOTIFICATION = "$artifact"
+# Field of a reply whose long strings follow its frame as raw UTF-8: `[[key, bytes], ...]` (key None: the result).
+RAW_TEXT_FIELD = "rawText"
 # The output end marker is the prefix, the nonce, the suffix.
 OUTPUT_END_MARKER_PREFIX = "\0codecall-end-"
 OUTPUT_END_MARKER_SUFFIX = "\0"

@@ -18,6 +18,7 @@ from codecall_boot import (
     ARTIFACT_NOTIFICATION,
     DEFAULT_MAX_FRAME_BYTES,
     NOTIFICATION_PREFIX,
+    RAW_TEXT_FIELD,
     BootVariable,
     ChannelErrorCode,
 )
@@ -30,6 +31,9 @@ __all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "
 # scheduler wake-up (tens of µs on a VM). It polls only while replies come quickly: after a wait longer than twice
 # this, the next call sleeps at once, and a quick reply turns polling on again.
 _REPLY_POLL_NANOSECONDS = 100_000
+# Bytes one read of the channel asks for; more (up to _MAX_READ_BYTES) while the raw text of a large reply comes in.
+_READ_BYTES = 1 << 16
+_MAX_READ_BYTES = 1 << 20
 _clock = time.perf_counter_ns
 _yield_processor = getattr(posix, "sched_yield", lambda: None)
 
@@ -100,6 +104,8 @@ class _Channel:
         self._async_waiting = 0
         self._partial = []
         self._partial_size = 0
+        # A reply whose raw text (RAW_TEXT_FIELD) is still coming: (reply, segments, bytes of raw text).
+        self._raw_reply = None
         self._broken = None
         self._forked = False
         self._nonblocking = False
@@ -276,7 +282,7 @@ class _Channel:
             deadline = started + _REPLY_POLL_NANOSECONDS
             while True:
                 try:
-                    return posix.read(descriptor, 1 << 16)
+                    return posix.read(descriptor, self._read_size())
                 except BlockingIOError:
                     if _clock() > deadline:
                         break
@@ -290,7 +296,13 @@ class _Channel:
     def _read_blocking(self):
         if self._nonblocking:
             self._set_blocking()
-        return posix.read(self._descriptor, 1 << 16)
+        return posix.read(self._descriptor, self._read_size())
+
+    def _read_size(self):
+        raw_reply = self._raw_reply
+        if raw_reply is None:
+            return _READ_BYTES
+        return min(max(raw_reply[2] - self._partial_size, _READ_BYTES), _MAX_READ_BYTES)
 
     def _read_and_dispatch(self, alone=False):
         """Reads what the host sent (see _read_alone for a lone caller) and hands replies to their callers."""
@@ -302,32 +314,26 @@ class _Channel:
         if not chunk:
             self._fail_all("the tool channel was closed by the host (the run has ended)")
             return
-        if chunk[-1] != 10:
-            if b"\n" not in chunk:
-                # Partial frame: keep the pieces and join once, so a large reply is not copied over and over.
-                self._partial.append(chunk)
-                self._partial_size += len(chunk)
-                if self._partial_size > self._max_frame_bytes:
-                    self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
+        raw_reply = self._raw_reply
+        if raw_reply is not None or (chunk[-1] != 10 and b"\n" not in chunk):
+            # Partial frame, or raw text still coming: keep the pieces and join once, so a large reply is not copied
+            # over and over.
+            self._partial.append(chunk)
+            self._partial_size += len(chunk)
+            if self._partial_size > self._max_frame_bytes:
+                self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
+                return
+            if raw_reply is None or self._partial_size < raw_reply[2]:
                 return
         if self._partial:
-            self._partial.append(chunk)
+            if raw_reply is None:
+                self._partial.append(chunk)
             chunk = b"".join(self._partial)
             self._partial = []
             self._partial_size = 0
-        lines = chunk.split(b"\n")
-        tail = lines.pop()
-        if tail:
-            self._partial.append(tail)
-            self._partial_size = len(tail)
-        decode = self._decode_json
-        replies = []
-        for line in lines:
-            if line:
-                try:
-                    replies.append(decode(line))
-                except (ValueError, StopIteration):
-                    continue
+        replies = self._split_replies(chunk)
+        if replies is None:
+            return
         with self._lock:
             pending = self._pending
             for reply in replies:
@@ -342,6 +348,49 @@ class _Channel:
                 waiting.deliver(reply)
             if self._waiting:
                 self._replied.notify_all()
+
+    def _split_replies(self, data):
+        """The replies in `data` (frames, and the raw text following a frame that has some); keeps an incomplete
+        end for the next read. None when the channel failed."""
+        decode = self._decode_json
+        replies = []
+        position = 0
+        size = len(data)
+        while position < size:
+            raw_reply = self._raw_reply
+            if raw_reply is not None:
+                reply, segments, raw_size = raw_reply
+                if size - position < raw_size:
+                    break
+                self._raw_reply = None
+                position = _fill_raw_text(reply, segments, data, position)
+                replies.append(reply)
+                continue
+            newline = data.find(b"\n", position)
+            if newline == -1:
+                break
+            line = data[position:newline]
+            position = newline + 1
+            if not line:
+                continue
+            try:
+                reply = decode(line)
+            except (ValueError, StopIteration):
+                continue
+            if type(reply) is dict and RAW_TEXT_FIELD in reply:
+                segments = reply.pop(RAW_TEXT_FIELD)
+                raw_size = _raw_text_size(segments)
+                if raw_size is None or raw_size + len(line) > self._max_frame_bytes:
+                    self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
+                    return None
+                self._raw_reply = (reply, segments, raw_size)
+                continue
+            replies.append(reply)
+        if position < size:
+            rest = data[position:]
+            self._partial.append(rest)
+            self._partial_size = len(rest)
+        return replies
 
     def next_notification(self):
         """Waits for the host's next notification (`$run`, `$cell`) while replies keep reaching their callers.
@@ -464,6 +513,32 @@ def _json_codec():
 
         encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
         return encode, encode, json.loads
+
+
+def _raw_text_size(segments):
+    """Bytes of raw text a reply announces, or None when its list is not `[[key, bytes], ...]`."""
+    if type(segments) is not list:
+        return None
+    total = 0
+    for segment in segments:
+        if type(segment) is not list or len(segment) != 2 or type(segment[1]) is not int or segment[1] < 0:
+            return None
+        total += segment[1]
+    return total
+
+
+def _fill_raw_text(reply, segments, data, position):
+    """Puts the raw text following a frame into its reply; returns where the next frame starts."""
+    view = memoryview(data)
+    result = reply.get("result")
+    for key, size in segments:
+        text = str(view[position:position + size], "utf-8", "replace")
+        position += size
+        if key is None:
+            reply["result"] = text
+        elif type(result) is dict and type(key) is str:
+            result[key] = text
+    return position
 
 
 def _resolve_future(future, reply):
