@@ -1,9 +1,10 @@
+import { encodedTextOf } from '../tools/encoded-text.js';
 import type { RawTextSegment } from './protocol.js';
 
 /**
  * Strings of a tool result at least this long travel as raw UTF-8 after their reply frame (see `RAW_TEXT_FIELD`)
- * instead of as escaped JSON text: the host encodes them once, the script decodes them once, and neither side
- * escapes, scans or unescapes them as JSON.
+ * instead of as escaped JSON text: the host encodes them once (or not at all, for text a tool holds as bytes), the
+ * script decodes them once, and neither side escapes, scans or unescapes them as JSON.
  */
 export const RAW_TEXT_MIN_CHARS = 4_096;
 
@@ -32,8 +33,9 @@ function isRawText(value: unknown): value is string {
 }
 
 /**
- * Takes the long strings out of a result: the result itself, or the values of a plain object's own properties.
- * Undefined when there are none (or the value is anything else: it then travels as JSON, checked as usual).
+ * Takes the long strings out of a result: the result itself, or the values of a plain object's own properties
+ * (a property holding encoded text, see `defineEncodedText`, is sent as its bytes without being read). Undefined
+ * when there are none (or the value is anything else: it then travels as JSON, checked as usual).
  */
 export function splitRawText(value: unknown): RawTextResult | undefined {
   if (isRawText(value)) {
@@ -42,25 +44,36 @@ export function splitRawText(value: unknown): RawTextResult | undefined {
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   try {
+    const record = value as Record<string, unknown>;
+    const encoded = encodedTextOf(record);
+    const keys = Object.keys(record);
+    // The common case, on every call: nothing long.
+    if (encoded === undefined && !keys.some((key) => isRawText(record[key]))) return undefined;
     const prototype: unknown = Object.getPrototypeOf(value);
     if ((prototype !== Object.prototype && prototype !== null) || 'toJSON' in value) return undefined;
-    const record = value as Record<string, unknown>;
-    const keys = Object.keys(record);
-    if (!keys.some((key) => isRawText(record[key]))) return undefined;
-    // The copy is what is sent: each property is read once more here, and the strings are taken from the copy.
-    const copy: Record<string, unknown> = { ...record };
+    // `__proto__` cannot be copied by assignment: such a result stays JSON.
+    if (keys.includes('__proto__')) return undefined;
+    // Each property is read once; the copy is what is sent.
+    const copy: Record<string, unknown> = {};
     const segments: RawTextSegment[] = [];
     const bytes: Buffer[] = [];
     let byteLength = 0;
     for (const key of keys) {
-      const text = copy[key];
-      // `__proto__` cannot be set back to "" on a plain object: it stays JSON.
-      if (key === '__proto__' || !isRawText(text)) continue;
-      const encoded = Buffer.from(text, 'utf8');
+      let encodedBytes: Buffer | undefined;
+      if (key === encoded?.key) {
+        encodedBytes = encoded.bytes;
+      } else {
+        const property = record[key];
+        if (!isRawText(property)) {
+          copy[key] = property;
+          continue;
+        }
+        encodedBytes = Buffer.from(property, 'utf8');
+      }
       copy[key] = '';
-      segments.push([key, encoded.length]);
-      bytes.push(encoded);
-      byteLength += encoded.length;
+      segments.push([key, encodedBytes.length]);
+      bytes.push(encodedBytes);
+      byteLength += encodedBytes.length;
     }
     return segments.length === 0 ? undefined : { value: copy, segments, bytes, byteLength };
   } catch {

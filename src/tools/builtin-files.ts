@@ -1,7 +1,9 @@
+import { isUtf8 } from 'node:buffer';
 import { type Dirent, constants as fsConstants, readSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { formatBytes, formatSeconds } from '../core/wording.js';
 import { defineTool } from './define-tool.js';
+import { defineEncodedText } from './encoded-text.js';
 import type { FileToolsPolicyOptions } from './file-access-policy.js';
 import { VERSION_CONTROL_NAMES } from './file-access-policy.js';
 import type { LineSearch } from './line-search.js';
@@ -330,38 +332,53 @@ async function readFileTool(
     const kept = scan.kept.length === 1 ? (scan.kept[0] as Buffer) : Buffer.concat(scan.kept);
     if (scan.capHit && scan.completeLines > 0) {
       const nextOffset = offset + scan.completeLines;
-      return {
-        ...base,
-        content: kept.toString('utf8', 0, scan.bytesAtLastLineEnd),
-        truncated: true,
-        nextOffset,
-        note: `stopped at the ${formatBytes(MAX_READ_BYTES)} cap after ${scan.completeLines} lines; call read_file again with offset=${nextOffset} to continue`,
-      };
+      return withContent(
+        {
+          ...base,
+          content: '',
+          truncated: true,
+          nextOffset,
+          note: `stopped at the ${formatBytes(MAX_READ_BYTES)} cap after ${scan.completeLines} lines; call read_file again with offset=${nextOffset} to continue`,
+        },
+        kept.subarray(0, scan.bytesAtLastLineEnd),
+      );
     }
     if (scan.capHit) {
       const nextOffset = offset + 1 <= scan.totalLines ? offset + 1 : null;
-      return {
-        ...base,
-        content: withoutPartialCharacter(kept).toString('utf8'),
-        truncated: true,
-        nextOffset,
-        note: `line ${offset} is longer than the ${formatBytes(MAX_READ_BYTES)} cap and was cut`,
-      };
+      return withContent(
+        {
+          ...base,
+          content: '',
+          truncated: true,
+          nextOffset,
+          note: `line ${offset} is longer than the ${formatBytes(MAX_READ_BYTES)} cap and was cut`,
+        },
+        withoutPartialCharacter(kept),
+      );
     }
     const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
-    const result: ReadFileResult = {
-      ...base,
-      content: kept.toString('utf8'),
-      truncated: false,
-      nextOffset: endLine <= scan.totalLines ? endLine : null,
-    };
-    if (offset > scan.totalLines && scan.totalLines > 0) {
-      result.note = `offset ${offset} is past the end of the file (${scan.totalLines} lines)`;
-    }
-    return result;
+    const note =
+      offset > scan.totalLines && scan.totalLines > 0
+        ? { note: `offset ${offset} is past the end of the file (${scan.totalLines} lines)` }
+        : {};
+    return withContent(
+      { ...base, content: '', truncated: false, nextOffset: endLine <= scan.totalLines ? endLine : null, ...note },
+      kept,
+    );
   } finally {
     closeDescriptor(file.fd);
   }
+}
+
+/** Longest content `read_file` decodes at once; longer content is decoded when read (see `defineEncodedText`). */
+const EAGER_DECODE_MAX_BYTES = 4_096;
+
+// Sets the result's `content` from `bytes`. Longer valid UTF-8 stays bytes until someone reads it: the channel sends
+// it to the script as it is.
+function withContent(result: ReadFileResult, bytes: Buffer): ReadFileResult {
+  if (bytes.length > EAGER_DECODE_MAX_BYTES && isUtf8(bytes)) defineEncodedText(result, 'content', bytes);
+  else result.content = bytes.toString('utf8');
+  return result;
 }
 
 interface LineScan {
