@@ -21,6 +21,7 @@ from codecall_boot import (
     RAW_TEXT_FIELD,
     BootVariable,
     ChannelErrorCode,
+    flush_output,
 )
 from codecall_boot import _IMAGE_SUFFIXES
 
@@ -173,6 +174,8 @@ class _Channel:
         return self._write_lock.acquire(timeout=timeout)
 
     def _register(self, method, params, pending):
+        # What the script printed before the call reaches the host before the call does.
+        flush_output()
         if self._forked:
             raise ToolError("%s: tools cannot be called from a forked child process; call them from the script's "
                             "own process (threads and asyncio work)" % method, tool=method)
