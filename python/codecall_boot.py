@@ -342,6 +342,8 @@ class _Output:
     lock = None
     stopped = False
     flusher_started = False
+    # Held while a started flusher waits for the script (warm pool).
+    gate = None
 
 
 def buffer_output():
@@ -373,12 +375,21 @@ def buffer_output():
     posix._exit = _exit_after_flushing
 
 
-def start_output_flusher():
-    """Starts the thread that flushes stdout within `_OUTPUT_FLUSH_SECONDS` of a print."""
-    if _Output.stream is None or _Output.flusher_started:
+def start_output_flusher(paused=False):
+    """Starts the thread that flushes stdout within `_OUTPUT_FLUSH_SECONDS` of a print. `paused` (a warm-pool
+    interpreter waiting for its script) starts it now, waiting without waking up until the next call starts it."""
+    if _Output.stream is None:
         return
-    _Output.flusher_started = True
-    _thread.start_new_thread(_flush_periodically, ())
+    if not _Output.flusher_started:
+        _Output.flusher_started = True
+        if paused:
+            _Output.gate = _thread.allocate_lock()
+            _Output.gate.acquire()
+        _thread.start_new_thread(_flush_periodically, (_Output.gate,))
+    elif not paused and _Output.gate is not None:
+        gate = _Output.gate
+        _Output.gate = None
+        gate.release()
 
 
 def flush_output():
@@ -406,7 +417,9 @@ def stop_output():
             _Output.stopped = True
 
 
-def _flush_periodically():
+def _flush_periodically(gate):
+    if gate is not None:
+        gate.acquire()
     # A lock never released: acquiring it with a timeout is a sleep that needs no `time` import.
     sleeper = _thread.allocate_lock()
     sleeper.acquire()
@@ -689,6 +702,7 @@ def main_pooled():
     apply_limits()
     install_builtins()
     buffer_output()
+    start_output_flusher(paused=True)
     path = _script_path()
     import codecall_runtime
 

@@ -140,6 +140,14 @@ describe('buffered stdout stays live', () => {
     ).toBe(true);
   });
 
+  it('shows a line of a warm-pool run while it still runs', async () => {
+    const pooled = codecallWith({ pool: { size: 1 }, limits: { timeoutMs: 30_000 } });
+    expect(await pooled.execute('print("warm")')).toMatchObject({ stdout: 'warm\n' });
+    expect(
+      await showsLive((options) => pooled.execute('import time\nprint("live")\ntime.sleep(30)', options), 'live'),
+    ).toBe(true);
+  });
+
   it('shows a line of a session cell while the cell still runs', async () => {
     const session = codecall.session();
     try {
