@@ -386,8 +386,10 @@ class _Channel:
                 if raw_size is None or raw_size + len(line) > self._max_frame_bytes:
                     self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
                     return None
-                self._raw_reply = (reply, segments, raw_size)
-                continue
+                if size - position < raw_size:
+                    self._raw_reply = (reply, segments, raw_size)
+                    continue
+                position = _fill_raw_text(reply, segments, data, position)
             replies.append(reply)
         if position < size:
             rest = data[position:]
