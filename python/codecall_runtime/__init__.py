@@ -32,9 +32,8 @@ __all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "
 # scheduler wake-up (tens of µs on a VM). It polls only while replies come quickly: after a wait longer than twice
 # this, the next call sleeps at once, and a quick reply turns polling on again.
 _REPLY_POLL_NANOSECONDS = 100_000
-# Bytes one read of the channel asks for; more (up to _MAX_READ_BYTES) while the raw text of a large reply comes in.
+# Bytes one read of the channel asks for (the raw text of a large reply is read straight into its own buffer).
 _READ_BYTES = 1 << 16
-_MAX_READ_BYTES = 1 << 20
 _clock = time.perf_counter_ns
 _yield_processor = getattr(posix, "sched_yield", lambda: None)
 
@@ -105,8 +104,6 @@ class _Channel:
         self._async_waiting = 0
         self._partial = []
         self._partial_size = 0
-        # A reply whose raw text (RAW_TEXT_FIELD) is still coming: (reply, segments, bytes of raw text).
-        self._raw_reply = None
         self._broken = None
         self._forked = False
         self._nonblocking = False
@@ -285,7 +282,7 @@ class _Channel:
             deadline = started + _REPLY_POLL_NANOSECONDS
             while True:
                 try:
-                    return posix.read(descriptor, self._read_size())
+                    return posix.read(descriptor, _READ_BYTES)
                 except BlockingIOError:
                     if _clock() > deadline:
                         break
@@ -299,13 +296,25 @@ class _Channel:
     def _read_blocking(self):
         if self._nonblocking:
             self._set_blocking()
-        return posix.read(self._descriptor, self._read_size())
+        return posix.read(self._descriptor, _READ_BYTES)
 
-    def _read_size(self):
-        raw_reply = self._raw_reply
-        if raw_reply is None:
-            return _READ_BYTES
-        return min(max(raw_reply[2] - self._partial_size, _READ_BYTES), _MAX_READ_BYTES)
+    def _read_into(self, view):
+        """Fills `view` from the channel (blocking); False when the channel failed or was closed first."""
+        if self._nonblocking:
+            self._set_blocking()
+        while view:
+            try:
+                count = posix.readv(self._descriptor, [view])
+            except InterruptedError:
+                continue
+            except OSError as error:
+                self._fail_all("the tool channel failed (%s)" % error)
+                return False
+            if not count:
+                self._fail_all("the tool channel was closed by the host (the run has ended)")
+                return False
+            view = view[count:]
+        return True
 
     def _read_and_dispatch(self, alone=False):
         """Reads what the host sent (see _read_alone for a lone caller) and hands replies to their callers."""
@@ -317,20 +326,15 @@ class _Channel:
         if not chunk:
             self._fail_all("the tool channel was closed by the host (the run has ended)")
             return
-        raw_reply = self._raw_reply
-        if raw_reply is not None or (chunk[-1] != 10 and b"\n" not in chunk):
-            # Partial frame, or raw text still coming: keep the pieces and join once, so a large reply is not copied
-            # over and over.
+        if chunk[-1] != 10 and b"\n" not in chunk:
+            # Partial frame: keep the pieces and join once, so a large reply is not copied over and over.
             self._partial.append(chunk)
             self._partial_size += len(chunk)
             if self._partial_size > self._max_frame_bytes:
                 self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
-                return
-            if raw_reply is None or self._partial_size < raw_reply[2]:
-                return
+            return
         if self._partial:
-            if raw_reply is None:
-                self._partial.append(chunk)
+            self._partial.append(chunk)
             chunk = b"".join(self._partial)
             self._partial = []
             self._partial_size = 0
@@ -360,15 +364,6 @@ class _Channel:
         position = 0
         size = len(data)
         while position < size:
-            raw_reply = self._raw_reply
-            if raw_reply is not None:
-                reply, segments, raw_size = raw_reply
-                if size - position < raw_size:
-                    break
-                self._raw_reply = None
-                position = _fill_raw_text(reply, segments, data, position)
-                replies.append(reply)
-                continue
             newline = data.find(b"\n", position)
             if newline == -1:
                 break
@@ -386,10 +381,17 @@ class _Channel:
                 if raw_size is None or raw_size + len(line) > self._max_frame_bytes:
                     self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
                     return None
-                if size - position < raw_size:
-                    self._raw_reply = (reply, segments, raw_size)
-                    continue
-                position = _fill_raw_text(reply, segments, data, position)
+                if size - position >= raw_size:
+                    position = _fill_raw_text(reply, segments, data, position)
+                else:
+                    # The rest of the text is read straight into one buffer: no piece is kept, joined or sliced.
+                    text = bytearray(raw_size)
+                    have = size - position
+                    text[:have] = memoryview(data)[position:]
+                    position = size
+                    if not self._read_into(memoryview(text)[have:]):
+                        return None
+                    _fill_raw_text(reply, segments, text, 0)
             replies.append(reply)
         if position < size:
             rest = data[position:]
