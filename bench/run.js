@@ -531,6 +531,18 @@ if (sqlJsInstalled) {
   });
 }
 
+// Bulk data (bench/bulk-io.js): files through read_file next to plain reads, a 5 MB result next to a raw socketpair
+// reply, 50,000 printed lines next to a bare interpreter.
+const { measureBulkIo } = await import('./bulk-io.js');
+for (const entry of await measureBulkIo({
+  stateDir: join(stateDir, 'bulk'),
+  interpreter,
+  rounds: Math.max(3, Math.round(RUNS / 12)),
+  print,
+})) {
+  row(entry);
+}
+
 await codecall.close();
 rmSync(stateDir, { recursive: true, force: true });
 

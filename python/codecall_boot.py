@@ -15,7 +15,9 @@ every run.
 """
 import sys
 
-# `posix` is built in; `os` would cost a millisecond of imports that a script printing one line never needs.
+# `posix` and `_thread` are built in; `os` would cost a millisecond of imports that a script printing one line never
+# needs.
+import _thread
 import posix
 
 # The wire vocabulary, as the host defines it in src/rpc/protocol.ts (same names) and src/core/launch-layout.ts
@@ -65,6 +67,8 @@ CELL_NOTIFICATION = "$cell"
 CELL_DONE_NOTIFICATION = "$cell_done"
 # Script → host: one chunk of an artifact (`name`, `offset`, base64 `data`, `final`, optional `mimeType`).
 ARTIFACT_NOTIFICATION = "$artifact"
+# Field of a reply whose long strings follow its frame as raw UTF-8: `[[key, bytes], ...]` (key None: the result).
+RAW_TEXT_FIELD = "rawText"
 # The output end marker is the prefix, the nonce, the suffix.
 OUTPUT_END_MARKER_PREFIX = "\0codecall-end-"
 OUTPUT_END_MARKER_SUFFIX = "\0"
@@ -318,6 +322,147 @@ def install_builtins():
             setattr(builtins, name, _Quitter(name))
 
 
+# The script's stdout is buffered like a bare interpreter's writing to a pipe (one write per 64 KiB, not one per
+# print) and flushed at most this long after a print by a thread of the boot, so live output stays live and output
+# printed before a kill (timeout, memory, a limit) has left the process. It is flushed at once before a tool call, a
+# fork, a subprocess or an exec, at `os._exit`, and at the end of a run or cell.
+_OUTPUT_BUFFER_BYTES = 1 << 16
+_OUTPUT_FLUSH_SECONDS = 0.01
+# Audit events after which another process writes to the same stdout (or this one is replaced): flush first, so the
+# output keeps its order.
+_SPAWN_EVENTS = frozenset(("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.forkpty"))
+_exit = posix._exit
+
+
+class _Output:
+    """The buffered stdout the boot gives the script, and the lock held while it is flushed and across a fork."""
+
+    stream = None
+    buffer = None
+    lock = None
+    stopped = False
+    flusher_started = False
+    # Held while a started flusher waits for the script (warm pool).
+    gate = None
+
+
+def buffer_output():
+    """Replaces the unbuffered stdout (PYTHONUNBUFFERED, which stderr and the script's Python subprocesses keep) with
+    a buffered one, flushed as `_OUTPUT_FLUSH_SECONDS` says once `start_output_flusher` has run."""
+    original = sys.stdout
+    if original is None or _Output.stream is not None:
+        return
+    import io
+
+    try:
+        raw = io.FileIO(1, "wb", closefd=False)
+    except (OSError, ValueError):
+        return
+    raw.name = "<stdout>"
+    buffer = io.BufferedWriter(raw, _OUTPUT_BUFFER_BYTES)
+    # Written through to the byte buffer at once: text and `sys.stdout.buffer.write` keep their order.
+    stream = io.TextIOWrapper(buffer, encoding=original.encoding, errors=original.errors, newline="\n",
+                              write_through=True)
+    stream.mode = "w"
+    _Output.stream = stream
+    _Output.buffer = buffer
+    _Output.lock = _thread.allocate_lock()
+    sys.stdout = sys.__stdout__ = stream
+    posix.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                           after_in_child=_after_fork_in_child)
+    sys.addaudithook(_flush_before_spawn)
+    _exit_after_flushing.__name__ = _exit_after_flushing.__qualname__ = "_exit"
+    posix._exit = _exit_after_flushing
+
+
+def start_output_flusher(paused=False):
+    """Starts the thread that flushes stdout within `_OUTPUT_FLUSH_SECONDS` of a print. `paused` (a warm-pool
+    interpreter waiting for its script) starts it now, waiting without waking up until the next call starts it."""
+    if _Output.stream is None:
+        return
+    if not _Output.flusher_started:
+        _Output.flusher_started = True
+        if paused:
+            _Output.gate = _thread.allocate_lock()
+            _Output.gate.acquire()
+        _thread.start_new_thread(_flush_periodically, (_Output.gate,))
+    elif not paused and _Output.gate is not None:
+        gate = _Output.gate
+        _Output.gate = None
+        gate.release()
+
+
+def flush_output():
+    """Writes out what the script printed that is still buffered (errors are the script's to meet on its next print);
+    says whether the output is still open."""
+    lock = _Output.lock
+    if lock is None:
+        return False
+    with lock:
+        if _Output.stopped:
+            return False
+        try:
+            _Output.buffer.flush()
+        except Exception:
+            pass
+    return True
+
+
+def stop_output():
+    """The end: flushes stdout a last time; nothing is written to it by the boot's flushing after this."""
+    flush_output()
+    lock = _Output.lock
+    if lock is not None:
+        with lock:
+            _Output.stopped = True
+
+
+def _flush_periodically(gate):
+    if gate is not None:
+        gate.acquire()
+    # A lock never released: acquiring it with a timeout is a sleep that needs no `time` import.
+    sleeper = _thread.allocate_lock()
+    sleeper.acquire()
+    while True:
+        sleeper.acquire(timeout=_OUTPUT_FLUSH_SECONDS)
+        if not flush_output():
+            return
+
+
+def _before_fork():
+    # The child must not inherit buffered output (it would be written twice), nor the lock held by the flusher.
+    lock = _Output.lock
+    lock.acquire()
+    try:
+        _Output.buffer.flush()
+    except Exception:
+        pass
+
+
+def _after_fork_in_parent():
+    _Output.lock.release()
+
+
+def _after_fork_in_child():
+    # The flusher thread did not survive the fork: a child flushes each line instead (one thread per forked child
+    # would count against the process limit).
+    _Output.lock = _thread.allocate_lock()
+    try:
+        _Output.stream.reconfigure(line_buffering=True)
+    except Exception:
+        pass
+
+
+def _flush_before_spawn(event, arguments):
+    if event in _SPAWN_EVENTS:
+        flush_output()
+
+
+def _exit_after_flushing(status):
+    flush_output()
+    _exit(status)
+
+
 def _run(path, source=None):
     if source is None:
         with open(path, "rb") as handle:
@@ -385,6 +530,7 @@ def _run_main(path, source=None):
         linecache.cache[path] = (len(source), None, lines, path)
     # The script's folder first on sys.path, as when Python runs a file: the workspace when it is mounted.
     sys.path[0] = workspace or folder
+    start_output_flusher()
     _finish(_run(path, source))
 
 
@@ -426,6 +572,8 @@ def _finish(status):
         # As the interpreter does when it cannot flush stdout at exit.
         if status == 0:
             status = 120
+    # The boot's stdout, also when the script replaced sys.stdout.
+    stop_output()
     try:
         sys.stderr.flush()
     except Exception:
@@ -443,7 +591,7 @@ def _finish(status):
         except OSError:
             pass
     _send_done(status)
-    posix._exit(status)
+    _exit(status)
 
 
 # Images a script saves in its working directory are sent as artifacts too (as a notebook would show them).
@@ -543,6 +691,7 @@ def main():
     prepare_channel()
     apply_limits()
     install_builtins()
+    buffer_output()
     _run_main(_script_path())
 
 
@@ -554,6 +703,8 @@ def main_pooled():
     prepare_channel()
     apply_limits()
     install_builtins()
+    buffer_output()
+    start_output_flusher(paused=True)
     path = _script_path()
     import codecall_runtime
 
@@ -574,7 +725,7 @@ def main_pooled():
         message = channel.next_notification()
         if message is None:
             # The host closed the pool: nothing ran, nothing to clean up.
-            posix._exit(0)
+            _exit(0)
         if message.get("method") == RUN_NOTIFICATION:
             break
     params = message.get("params")

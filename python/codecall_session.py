@@ -74,6 +74,8 @@ def _flush_streams():
             stream.flush()
         except Exception:
             pass
+    # The boot's stdout, also when the cell replaced sys.stdout.
+    _boot.flush_output()
 
 
 _FILE_CLOCK_SLACK_NANOSECONDS = 20_000_000
@@ -153,6 +155,8 @@ def main():
     # CPU time is limited per cell (see _cell_cpu_limit); the other limits hold for the whole session.
     _boot.apply_limits(skip=("cpu",))
     _boot.install_builtins()
+    _boot.buffer_output()
+    _boot.start_output_flusher()
     interrupts = _take_interrupt_pipe()
     import _thread
 
@@ -180,4 +184,5 @@ def main():
         except KeyboardInterrupt:
             continue
     _flush_streams()
+    _boot.stop_output()
     posix._exit(0)

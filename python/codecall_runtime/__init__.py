@@ -18,8 +18,10 @@ from codecall_boot import (
     ARTIFACT_NOTIFICATION,
     DEFAULT_MAX_FRAME_BYTES,
     NOTIFICATION_PREFIX,
+    RAW_TEXT_FIELD,
     BootVariable,
     ChannelErrorCode,
+    flush_output,
 )
 from codecall_boot import _IMAGE_SUFFIXES
 
@@ -30,6 +32,8 @@ __all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "
 # scheduler wake-up (tens of µs on a VM). It polls only while replies come quickly: after a wait longer than twice
 # this, the next call sleeps at once, and a quick reply turns polling on again.
 _REPLY_POLL_NANOSECONDS = 100_000
+# Bytes one read of the channel asks for (the raw text of a large reply is read straight into its own buffer).
+_READ_BYTES = 1 << 16
 _clock = time.perf_counter_ns
 _yield_processor = getattr(posix, "sched_yield", lambda: None)
 
@@ -167,6 +171,8 @@ class _Channel:
         return self._write_lock.acquire(timeout=timeout)
 
     def _register(self, method, params, pending):
+        # What the script printed before the call reaches the host before the call does.
+        flush_output()
         if self._forked:
             raise ToolError("%s: tools cannot be called from a forked child process; call them from the script's "
                             "own process (threads and asyncio work)" % method, tool=method)
@@ -276,7 +282,7 @@ class _Channel:
             deadline = started + _REPLY_POLL_NANOSECONDS
             while True:
                 try:
-                    return posix.read(descriptor, 1 << 16)
+                    return posix.read(descriptor, _READ_BYTES)
                 except BlockingIOError:
                     if _clock() > deadline:
                         break
@@ -290,7 +296,25 @@ class _Channel:
     def _read_blocking(self):
         if self._nonblocking:
             self._set_blocking()
-        return posix.read(self._descriptor, 1 << 16)
+        return posix.read(self._descriptor, _READ_BYTES)
+
+    def _read_into(self, view):
+        """Fills `view` from the channel (blocking); False when the channel failed or was closed first."""
+        if self._nonblocking:
+            self._set_blocking()
+        while view:
+            try:
+                count = posix.readv(self._descriptor, [view])
+            except InterruptedError:
+                continue
+            except OSError as error:
+                self._fail_all("the tool channel failed (%s)" % error)
+                return False
+            if not count:
+                self._fail_all("the tool channel was closed by the host (the run has ended)")
+                return False
+            view = view[count:]
+        return True
 
     def _read_and_dispatch(self, alone=False):
         """Reads what the host sent (see _read_alone for a lone caller) and hands replies to their callers."""
@@ -302,32 +326,21 @@ class _Channel:
         if not chunk:
             self._fail_all("the tool channel was closed by the host (the run has ended)")
             return
-        if chunk[-1] != 10:
-            if b"\n" not in chunk:
-                # Partial frame: keep the pieces and join once, so a large reply is not copied over and over.
-                self._partial.append(chunk)
-                self._partial_size += len(chunk)
-                if self._partial_size > self._max_frame_bytes:
-                    self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
-                return
+        if chunk[-1] != 10 and b"\n" not in chunk:
+            # Partial frame: keep the pieces and join once, so a large reply is not copied over and over.
+            self._partial.append(chunk)
+            self._partial_size += len(chunk)
+            if self._partial_size > self._max_frame_bytes:
+                self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
+            return
         if self._partial:
             self._partial.append(chunk)
             chunk = b"".join(self._partial)
             self._partial = []
             self._partial_size = 0
-        lines = chunk.split(b"\n")
-        tail = lines.pop()
-        if tail:
-            self._partial.append(tail)
-            self._partial_size = len(tail)
-        decode = self._decode_json
-        replies = []
-        for line in lines:
-            if line:
-                try:
-                    replies.append(decode(line))
-                except (ValueError, StopIteration):
-                    continue
+        replies = self._split_replies(chunk)
+        if replies is None:
+            return
         with self._lock:
             pending = self._pending
             for reply in replies:
@@ -342,6 +355,49 @@ class _Channel:
                 waiting.deliver(reply)
             if self._waiting:
                 self._replied.notify_all()
+
+    def _split_replies(self, data):
+        """The replies in `data` (frames, and the raw text following a frame that has some); keeps an incomplete
+        end for the next read. None when the channel failed."""
+        decode = self._decode_json
+        replies = []
+        position = 0
+        size = len(data)
+        while position < size:
+            newline = data.find(b"\n", position)
+            if newline == -1:
+                break
+            line = data[position:newline]
+            position = newline + 1
+            if not line:
+                continue
+            try:
+                reply = decode(line)
+            except (ValueError, StopIteration):
+                continue
+            if type(reply) is dict and RAW_TEXT_FIELD in reply:
+                segments = reply.pop(RAW_TEXT_FIELD)
+                raw_size = _raw_text_size(segments)
+                if raw_size is None or raw_size + len(line) > self._max_frame_bytes:
+                    self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
+                    return None
+                if size - position >= raw_size:
+                    position = _fill_raw_text(reply, segments, data, position)
+                else:
+                    # The rest of the text is read straight into one buffer: no piece is kept, joined or sliced.
+                    text = bytearray(raw_size)
+                    have = size - position
+                    text[:have] = memoryview(data)[position:]
+                    position = size
+                    if not self._read_into(memoryview(text)[have:]):
+                        return None
+                    _fill_raw_text(reply, segments, text, 0)
+            replies.append(reply)
+        if position < size:
+            rest = data[position:]
+            self._partial.append(rest)
+            self._partial_size = len(rest)
+        return replies
 
     def next_notification(self):
         """Waits for the host's next notification (`$run`, `$cell`) while replies keep reaching their callers.
@@ -464,6 +520,32 @@ def _json_codec():
 
         encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
         return encode, encode, json.loads
+
+
+def _raw_text_size(segments):
+    """Bytes of raw text a reply announces, or None when its list is not `[[key, bytes], ...]`."""
+    if type(segments) is not list:
+        return None
+    total = 0
+    for segment in segments:
+        if type(segment) is not list or len(segment) != 2 or type(segment[1]) is not int or segment[1] < 0:
+            return None
+        total += segment[1]
+    return total
+
+
+def _fill_raw_text(reply, segments, data, position):
+    """Puts the raw text following a frame into its reply; returns where the next frame starts."""
+    view = memoryview(data)
+    result = reply.get("result")
+    for key, size in segments:
+        text = str(view[position:position + size], "utf-8", "replace")
+        position += size
+        if key is None:
+            reply["result"] = text
+        elif type(result) is dict and type(key) is str:
+            result[key] = text
+    return position
 
 
 def _resolve_future(future, reply):

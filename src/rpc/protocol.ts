@@ -78,6 +78,17 @@ export function outputEndMarker(nonce: string): Buffer {
   return Buffer.from(`${OUTPUT_END_MARKER_PREFIX}${nonce}${OUTPUT_END_MARKER_SUFFIX}`, 'latin1');
 }
 
+/**
+ * Field of a reply frame whose long strings follow it as raw UTF-8 instead of escaped JSON text: a list of
+ * `[key, bytes]`, in order, where `key` names the property of the result that holds the string (its JSON value in
+ * the frame is `""`), or is null when the result itself is the string. The frame's newline is followed by the bytes
+ * of each string in turn; the next frame starts after them.
+ */
+export const RAW_TEXT_FIELD = 'rawText';
+
+/** One string of a reply sent as raw UTF-8 after its frame: its key (null for the result itself) and its bytes. */
+export type RawTextSegment = readonly [key: string | null, bytes: number];
+
 /** Renders a notification frame (with its newline). */
 export function encodeNotification(method: string, params: unknown): string {
   return `${JSON.stringify({ method, params })}\n`;
@@ -86,6 +97,14 @@ export function encodeNotification(method: string, params: unknown): string {
 /** Renders an error reply frame (with its newline). */
 export function encodeErrorReply(id: number | null, code: ChannelErrorCodeValue, message: string): string {
   return `{"id":${id === null ? 'null' : id},"error":{"code":${code},"message":${JSON.stringify(message)}}}\n`;
+}
+
+/**
+ * Renders the frame of a success reply whose long strings follow as raw bytes (see {@link RAW_TEXT_FIELD}), from the
+ * result's JSON text with those strings left empty; the caller writes the bytes right after it.
+ */
+export function encodeRawTextReply(id: number, resultJson: string, segments: readonly RawTextSegment[]): string {
+  return `{"id":${id},"result":${resultJson},"${RAW_TEXT_FIELD}":${JSON.stringify(segments)}}\n`;
 }
 
 /** Renders a success reply frame from the result's JSON text (with its newline). */

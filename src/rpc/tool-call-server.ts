@@ -12,10 +12,12 @@ import {
   type ChannelErrorCodeValue,
   EXCEPTION_NOTIFICATION,
   encodeErrorReply,
+  encodeRawTextReply,
   encodeResultReply,
   NOTIFICATION_PREFIX,
   type ScriptExceptionReport,
 } from './protocol.js';
+import { splitRawText } from './raw-text.js';
 
 /** Calls past the limit the script may keep making (each refused) before the run is stopped as a flood. */
 export const TOOL_CALL_FLOOD_ALLOWANCE = 1_000;
@@ -490,27 +492,43 @@ export class ToolCallServer {
   #finishWithResult(call: ActiveCall, value: unknown): void {
     if (call.done) return;
     const name = call.tool.descriptor.name;
+    const raw = splitRawText(value);
     let json: string;
     try {
-      json = serializeToolResult(name, value);
+      json = serializeToolResult(name, raw === undefined ? value : raw.value);
     } catch (error) {
       this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error));
       return;
     }
-    // The limit counts bytes: a string's length counts UTF-16 code units, each of which may take 3 bytes in UTF-8.
-    const room = this.#options.maxFrameBytes - REPLY_ENVELOPE_BYTES;
-    const bytes = json.length * MAX_UTF8_BYTES_PER_CODE_UNIT > room ? Buffer.byteLength(json) : undefined;
-    if (bytes !== undefined && bytes > room) {
-      this.#fail(
-        call,
-        ChannelErrorCode.frameTooLarge,
-        `${name}: the result is ${bytes} bytes, over the channel limit of ${this.#options.maxFrameBytes} bytes; ask for less (e.g. a smaller range)`,
-      );
+    const limit = this.#options.maxFrameBytes;
+    if (raw === undefined) {
+      // The limit counts bytes: a string's length counts UTF-16 code units, each of which may take 3 bytes in UTF-8.
+      const room = limit - REPLY_ENVELOPE_BYTES;
+      const bytes = json.length * MAX_UTF8_BYTES_PER_CODE_UNIT > room ? Buffer.byteLength(json) : undefined;
+      if (bytes !== undefined && bytes > room) {
+        this.#refuseLargeResult(call, bytes);
+        return;
+      }
+      const end =
+        this.#options.onCallEnd === undefined ? SUCCESS_WITHOUT_BYTES : { resultBytes: bytes ?? Buffer.byteLength(json) };
+      this.#finish(call, encodeResultReply(call.id, json), end);
       return;
     }
-    const end =
-      this.#options.onCallEnd === undefined ? SUCCESS_WITHOUT_BYTES : { resultBytes: bytes ?? Buffer.byteLength(json) };
-    this.#finish(call, encodeResultReply(call.id, json), end);
+    const frame = encodeRawTextReply(call.id, json, raw.segments);
+    const size = Buffer.byteLength(frame) + raw.byteLength;
+    if (size > limit) {
+      this.#refuseLargeResult(call, size);
+      return;
+    }
+    this.#finish(call, [frame, ...raw.bytes], { resultBytes: size });
+  }
+
+  #refuseLargeResult(call: ActiveCall, bytes: number): void {
+    this.#fail(
+      call,
+      ChannelErrorCode.frameTooLarge,
+      `${call.tool.descriptor.name}: the result is ${bytes} bytes, over the channel limit of ${this.#options.maxFrameBytes} bytes; ask for less (e.g. a smaller range)`,
+    );
   }
 
   #fail(call: ActiveCall, code: ChannelErrorCodeValue, message: string): void {
@@ -518,7 +536,7 @@ export class ToolCallServer {
     this.#finish(call, encodeErrorReply(call.id, code, message), { error: message, errorCode: code });
   }
 
-  #finish(call: ActiveCall, frame: string, end: CallEnd): void {
+  #finish(call: ActiveCall, frame: string | readonly (string | Buffer)[], end: CallEnd): void {
     if (call.done) return;
     call.done = true;
     if (this.#ended) return;
@@ -545,11 +563,18 @@ export class ToolCallServer {
     });
   }
 
-  #reply(frame: string): void {
+  /** Writes a frame, or a frame and the raw bytes that follow it (in one write to the socket). */
+  #reply(frame: string | readonly (string | Buffer)[]): void {
     if (this.#ended) return;
     const socket = this.#options.socket;
     if (socket.destroyed || !socket.writable) return;
-    socket.write(frame);
+    if (typeof frame === 'string') {
+      socket.write(frame);
+    } else {
+      socket.cork();
+      for (const part of frame) socket.write(part);
+      socket.uncork();
+    }
     if (socket.writableLength > MAX_UNREAD_REPLY_BYTES) {
       this.#options.onAbuse?.(
         'tool_calls',

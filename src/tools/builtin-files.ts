@@ -1,13 +1,23 @@
-import { type Dirent, constants as fsConstants } from 'node:fs';
+import { isUtf8 } from 'node:buffer';
+import { type Dirent, constants as fsConstants, readSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { formatBytes, formatSeconds } from '../core/wording.js';
 import { defineTool } from './define-tool.js';
+import { defineEncodedText } from './encoded-text.js';
 import type { FileToolsPolicyOptions } from './file-access-policy.js';
 import { VERSION_CONTROL_NAMES } from './file-access-policy.js';
 import type { LineSearch } from './line-search.js';
 import { startLineSearch } from './line-search.js';
 import { compileNamePattern, compilePathPattern, isPathPattern, NamePatternError } from './name-pattern.js';
-import { closeDirectory, listDirectoryAt, openDirectoryAt, openEntryAt, statEntryAt } from './open-beneath.js';
+import {
+  closeDescriptor,
+  closeDirectory,
+  listDirectoryAt,
+  openDirectoryAt,
+  openEntryAt,
+  readDescriptor,
+  statEntryAt,
+} from './open-beneath.js';
 import { SearchBudget, SearchRefusedError } from './search-budget.js';
 import type { JsonSchema, Tool, ToolContext } from './types.js';
 import type { OpenDirectory, OpenEntry, Workspace } from './workspace-paths.js';
@@ -58,8 +68,15 @@ export const FILE_TOOL_NAMES: readonly string[] = ['read_file', 'write_file', 'l
 /** The tools of the built-in set `files:read`: the file tools that do not write. */
 export const READ_ONLY_FILE_TOOL_NAMES: readonly string[] = ['read_file', 'list_files', 'search_files'];
 
-/** Size of the reads `read_file` streams a file with. */
-const READ_CHUNK_BYTES = 64 * 1024;
+/** Size of the reads `read_file` streams a file with, past what it read in one go (a file that grew, a large one). */
+const READ_CHUNK_BYTES = 256 * 1024;
+/** Largest file `read_file` reads in one buffer sized from its stats; larger files are streamed in chunks. */
+const WHOLE_READ_MAX_BYTES = 4 * 1024 * 1024;
+/**
+ * Bytes of a file `read_file` reads synchronously, on the event loop: a read of this much from the page cache takes
+ * tens of microseconds, less than one trip through the thread pool. Past it, reads go through the thread pool.
+ */
+const SYNC_READ_MAX_BYTES = 256 * 1024;
 
 /** Options of {@link createFileTools}. */
 export interface FileToolsOptions extends FileToolsPolicyOptions {
@@ -307,48 +324,64 @@ async function readFileTool(
   const offset = optionalPositiveInteger('read_file', args, 'offset') ?? 1;
   const limit = optionalPositiveInteger('read_file', args, 'limit');
   const target = parseWorkspacePath(workspace, 'read_file', requested);
-  const handle = await openFileForReading(workspace, 'read_file', requested, target);
+  const file = await openFileForReading(workspace, 'read_file', requested, target);
   try {
-    const scan = await scanLines(handle, offset, limit, signal);
+    const scan = await scanLines(file.fd, file.stats.size, offset, limit, signal);
     const base = { path: target.displayPath, totalLines: scan.totalLines, offset, limit: limit ?? null };
-    const kept = Buffer.concat(scan.kept);
+    const kept = scan.kept.length === 1 ? (scan.kept[0] as Buffer) : Buffer.concat(scan.kept);
     if (scan.capHit && scan.completeLines > 0) {
       const nextOffset = offset + scan.completeLines;
-      return {
-        ...base,
-        content: kept.subarray(0, scan.bytesAtLastLineEnd).toString('utf8'),
-        truncated: true,
-        nextOffset,
-        note: `stopped at the ${formatBytes(MAX_READ_BYTES)} cap after ${scan.completeLines} lines; call read_file again with offset=${nextOffset} to continue`,
-      };
+      return withContent(
+        {
+          ...base,
+          content: '',
+          truncated: true,
+          nextOffset,
+          note: `stopped at the ${formatBytes(MAX_READ_BYTES)} cap after ${scan.completeLines} lines; call read_file again with offset=${nextOffset} to continue`,
+        },
+        kept.subarray(0, scan.bytesAtLastLineEnd),
+      );
     }
     if (scan.capHit) {
       const nextOffset = offset + 1 <= scan.totalLines ? offset + 1 : null;
-      return {
-        ...base,
-        content: withoutPartialCharacter(kept).toString('utf8'),
-        truncated: true,
-        nextOffset,
-        note: `line ${offset} is longer than the ${formatBytes(MAX_READ_BYTES)} cap and was cut`,
-      };
+      return withContent(
+        {
+          ...base,
+          content: '',
+          truncated: true,
+          nextOffset,
+          note: `line ${offset} is longer than the ${formatBytes(MAX_READ_BYTES)} cap and was cut`,
+        },
+        withoutPartialCharacter(kept),
+      );
     }
     const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
-    const result: ReadFileResult = {
-      ...base,
-      content: kept.toString('utf8'),
-      truncated: false,
-      nextOffset: endLine <= scan.totalLines ? endLine : null,
-    };
-    if (offset > scan.totalLines && scan.totalLines > 0) {
-      result.note = `offset ${offset} is past the end of the file (${scan.totalLines} lines)`;
-    }
-    return result;
+    const note =
+      offset > scan.totalLines && scan.totalLines > 0
+        ? { note: `offset ${offset} is past the end of the file (${scan.totalLines} lines)` }
+        : {};
+    return withContent(
+      { ...base, content: '', truncated: false, nextOffset: endLine <= scan.totalLines ? endLine : null, ...note },
+      kept,
+    );
   } finally {
-    await handle.close();
+    closeDescriptor(file.fd);
   }
 }
 
+/** Longest content `read_file` decodes at once; longer content is decoded when read (see `defineEncodedText`). */
+const EAGER_DECODE_MAX_BYTES = 4_096;
+
+// Sets the result's `content` from `bytes`. Longer valid UTF-8 stays bytes until someone reads it: the channel sends
+// it to the script as it is.
+function withContent(result: ReadFileResult, bytes: Buffer): ReadFileResult {
+  if (bytes.length > EAGER_DECODE_MAX_BYTES && isUtf8(bytes)) defineEncodedText(result, 'content', bytes);
+  else result.content = bytes.toString('utf8');
+  return result;
+}
+
 interface LineScan {
+  /** The kept bytes, as views of the buffers read (never copied line by line). */
   readonly kept: Buffer[];
   readonly capHit: boolean;
   readonly completeLines: number;
@@ -356,15 +389,18 @@ interface LineScan {
   readonly totalLines: number;
 }
 
-// Streams the whole file: keeps the requested lines (up to the byte cap) and counts every line.
+// Reads the whole file: keeps the requested lines (up to the byte cap) and counts every line. A file of up to
+// WHOLE_READ_MAX_BYTES is read into one buffer sized from its stats (one read, plus none at the end when it holds
+// what the stats said), and its kept lines are decoded where they lie. Each buffer read into is fresh, so the kept
+// bytes are views of it, one per buffer.
 async function scanLines(
-  handle: FileHandle,
+  fd: number,
+  size: number,
   offset: number,
   limit: number | undefined,
   signal: AbortSignal,
 ): Promise<LineScan> {
   const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
-  const buffer = Buffer.allocUnsafe(READ_CHUNK_BYTES);
   const kept: Buffer[] = [];
   let keptBytes = 0;
   let capHit = false;
@@ -373,25 +409,34 @@ async function scanLines(
   let line = 1;
   let totalBytes = 0;
   let lastByte = -1;
+  // The first read asks for one byte more than the stats say, so a file that grew meanwhile is noticed.
+  let readSize = size < WHOLE_READ_MAX_BYTES ? size + 1 : READ_CHUNK_BYTES;
   for (;;) {
     if (signal.aborted) throw new FileToolError('read_file: the call was cancelled');
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+    const buffer = Buffer.allocUnsafe(readSize);
+    const bytesRead =
+      totalBytes + readSize <= SYNC_READ_MAX_BYTES
+        ? readSync(fd, buffer, 0, readSize, null)
+        : await readDescriptor(fd, buffer, 0, readSize);
     if (bytesRead === 0) break;
-    const chunk = buffer.subarray(0, bytesRead);
     totalBytes += bytesRead;
-    lastByte = chunk[bytesRead - 1] ?? -1;
+    lastByte = buffer[bytesRead - 1] ?? -1;
+    const chunk = buffer.subarray(0, bytesRead);
+    let keptStart = -1;
+    let keptEnd = -1;
     let start = 0;
-    while (start < chunk.length) {
+    while (start < bytesRead) {
       const newline = chunk.indexOf(0x0a, start);
-      const end = newline === -1 ? chunk.length : newline + 1;
+      const end = newline === -1 ? bytesRead : newline + 1;
       if (line >= offset && line < endLine && !capHit) {
+        if (keptStart === -1) keptStart = start;
         const room = MAX_READ_BYTES - keptBytes;
         if (end - start > room) {
           capHit = true;
-          kept.push(Buffer.from(chunk.subarray(start, start + room)));
+          keptEnd = start + room;
           keptBytes += room;
         } else {
-          kept.push(Buffer.from(chunk.subarray(start, end)));
+          keptEnd = end;
           keptBytes += end - start;
           if (newline !== -1) {
             completeLines += 1;
@@ -403,6 +448,10 @@ async function scanLines(
       line += 1;
       start = end;
     }
+    if (keptStart !== -1) kept.push(chunk.subarray(keptStart, keptEnd));
+    // A regular file that gave less than asked once it gave what its stats said is at its end.
+    if (bytesRead < readSize && totalBytes >= size) break;
+    readSize = READ_CHUNK_BYTES;
   }
   const totalLines = totalBytes === 0 ? 0 : lastByte === 0x0a ? line - 1 : line;
   return { kept, capHit, completeLines, bytesAtLastLineEnd, totalLines };
@@ -621,7 +670,7 @@ async function searchFilesTool(
     }
     return result;
   } finally {
-    if (start?.kind === 'file') await start.handle.close();
+    if (start?.kind === 'file') closeDescriptor(start.fd);
     else start?.directory.close();
     await search?.close();
     turn.end();
@@ -658,7 +707,7 @@ function compileSearchPattern(patternText: string): RegExp {
 /** A file `search_files` will read: an entry of an open directory, or the file it was asked to search. */
 type SearchableFile =
   | { readonly directoryFd: number; readonly name: string; readonly components: readonly string[] }
-  | { readonly handle: FileHandle; readonly components: readonly string[] };
+  | { readonly fd: number; readonly size: number; readonly components: readonly string[] };
 
 /** A directory the walk has opened, with the number of its subdirectories still to open (relative to it). */
 interface WalkedDirectory {
@@ -674,7 +723,7 @@ async function* searchableFiles(
   signal: AbortSignal,
 ): AsyncGenerator<SearchableFile> {
   if (start.kind === 'file') {
-    yield { handle: start.handle, components: startComponents };
+    yield { fd: start.fd, size: start.stats.size, components: startComponents };
     return;
   }
   for await (const walked of walkEntries(workspace, start.directory, signal)) {
@@ -752,22 +801,33 @@ async function* walkEntries(
 
 // Undefined for files to skip: not regular, too large, binary, or unreadable.
 async function readSearchableText(file: SearchableFile): Promise<string | undefined> {
+  if ('fd' in file) {
+    // The file asked for directly belongs to the caller, which closes it.
+    return file.size > MAX_SEARCH_FILE_BYTES ? undefined : readSearchableBytes(file.fd, file.size);
+  }
   let handle: FileHandle;
-  if ('handle' in file) handle = file.handle;
-  else {
-    try {
-      handle = await openEntryAt(file.directoryFd, file.name, fsConstants.O_RDONLY);
-    } catch {
-      return undefined;
-    }
+  try {
+    handle = await openEntryAt(file.directoryFd, file.name, fsConstants.O_RDONLY);
+  } catch {
+    return undefined;
   }
   try {
     const stats = await handle.stat();
     if (!stats.isFile() || stats.size > MAX_SEARCH_FILE_BYTES) return undefined;
-    const buffer = Buffer.allocUnsafe(stats.size);
+    return await readSearchableBytes(handle.fd, stats.size);
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close();
+  }
+}
+
+async function readSearchableBytes(fd: number, size: number): Promise<string | undefined> {
+  try {
+    const buffer = Buffer.allocUnsafe(size);
     let length = 0;
     while (length < buffer.length) {
-      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
+      const bytesRead = await readDescriptor(fd, buffer, length, buffer.length - length);
       if (bytesRead === 0) break;
       length += bytesRead;
     }
@@ -776,9 +836,6 @@ async function readSearchableText(file: SearchableFile): Promise<string | undefi
     return bytes.toString('utf8');
   } catch {
     return undefined;
-  } finally {
-    // The file asked for directly belongs to the caller, which closes it.
-    if (!('handle' in file)) await handle.close();
   }
 }
 

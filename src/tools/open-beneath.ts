@@ -1,5 +1,5 @@
 import type { Dirent, Stats } from 'node:fs';
-import { closeSync, constants as fsConstants, openSync } from 'node:fs';
+import { closeSync, constants as fsConstants, openSync, read } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { lstat, mkdir, open, readdir } from 'node:fs/promises';
 
@@ -61,6 +61,27 @@ export function openDirectoryAt(parentFd: number, name: string): number {
  */
 export function openEntryAt(parentFd: number, name: string, flags: number, mode = 0o666): Promise<FileHandle> {
   return open(entryPath(parentFd, name), flags | FILE_FLAGS, mode);
+}
+
+/**
+ * Synchronous {@link openEntryAt}, as a plain descriptor to close with {@link closeDescriptor}. Synchronous for the
+ * reason {@link openDirectoryAt} is: one lookup in an open directory costs less than a trip through the thread pool.
+ * @throws the Node error of open(2).
+ */
+export function openEntryAtSync(parentFd: number, name: string, flags: number): number {
+  return openSync(entryPath(parentFd, name), flags | FILE_FLAGS);
+}
+
+/** Closes a descriptor, ignoring errors (see {@link closeDirectory}). */
+export function closeDescriptor(fd: number): void {
+  closeDirectory(fd);
+}
+
+/** read(2) of up to `length` bytes at the current position of `fd` into `buffer` from `offset`, off the event loop. */
+export function readDescriptor(fd: number, buffer: Buffer, offset: number, length: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    read(fd, buffer, offset, length, null, (error, bytesRead) => (error ? reject(error) : resolve(bytesRead)));
+  });
 }
 
 /** Creates the directory `name` inside `parentFd` (mkdir never follows a link at its last component). */

@@ -1,5 +1,5 @@
 import type { Stats } from 'node:fs';
-import { constants as fsConstants, realpathSync, statSync } from 'node:fs';
+import { constants as fsConstants, fstatSync, realpathSync, statSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import * as path from 'node:path';
 import { CodecallError } from '../core/errors.js';
@@ -7,12 +7,14 @@ import { isInside } from '../core/paths.js';
 import type { FileAccess, FileAccessPolicy, FileToolsPolicyOptions } from './file-access-policy.js';
 import { createFileAccessPolicy } from './file-access-policy.js';
 import {
+  closeDescriptor,
   closeDirectory,
   descriptorPathsWork,
   makeDirectoryAt,
   openDirectoryAt,
   openDirectorySync,
   openEntryAt,
+  openEntryAtSync,
   statEntryAt,
 } from './open-beneath.js';
 
@@ -291,14 +293,22 @@ export async function openWorkspaceDirectory(
   return openDirectories(workspace, toolName, requested, target.components, false, true);
 }
 
+/** A regular file opened for reading: its descriptor (close it with `closeDescriptor`) and its stats, taken on it. */
+export interface OpenFile {
+  readonly fd: number;
+  readonly stats: Stats;
+}
+
 /** An opened entry: a regular file, or a directory. */
 export type OpenEntry =
-  | { readonly kind: 'file'; readonly handle: FileHandle; readonly stats: Stats }
+  | ({ readonly kind: 'file' } & OpenFile)
   | { readonly kind: 'directory'; readonly directory: OpenDirectory };
 
 /**
- * Opens what is at `target` for reading, without following a link at any component: a regular file (as a handle,
- * with its stats taken on the open descriptor) or a directory. Anything else (link, FIFO, device, socket) is refused.
+ * Opens what is at `target` for reading, without following a link at any component: a regular file (as a
+ * descriptor, with its stats taken on the open descriptor) or a directory. Anything else (link, FIFO, device, socket)
+ * is refused. The opens and the stat are synchronous (lookups in open directories and an fstat cost microseconds, a
+ * trip through the thread pool costs more); only reporting a link in the way may wait.
  */
 export async function openForReading(
   workspace: Workspace,
@@ -310,9 +320,9 @@ export async function openForReading(
   const name = target.components.at(-1);
   if (name === undefined) return { kind: 'directory', directory: directoryHandle(workspace, workspace.fd, []) };
   const parent = await openDirectories(workspace, toolName, requested, target.components.slice(0, -1), false, false);
-  let handle: FileHandle;
+  let fd: number;
   try {
-    handle = await openEntryAt(parent.fd, name, fsConstants.O_RDONLY);
+    fd = openEntryAtSync(parent.fd, name, fsConstants.O_RDONLY);
   } catch (error) {
     parent.close();
     const code = (error as NodeJS.ErrnoException).code;
@@ -322,18 +332,23 @@ export async function openForReading(
     throw fileSystemError(toolName, requested, error);
   }
   parent.close();
-  const stats = await statOpened(handle, toolName, requested);
-  if (stats.isFile()) return { kind: 'file', handle, stats };
+  let stats: Stats;
+  try {
+    stats = fstatSync(fd);
+  } catch (error) {
+    closeDescriptor(fd);
+    throw fileSystemError(toolName, requested, error);
+  }
+  if (stats.isFile()) return { kind: 'file', fd, stats };
+  closeDescriptor(fd);
   if (stats.isDirectory()) {
-    await handle.close();
     checkAccess(workspace, toolName, requested, target, { isDirectory: true, access: 'read' });
-    // Reopened by the same walk, so it is the directory itself (a handle opened for a file cannot be listed).
+    // Reopened by the same walk, so it is the directory itself (a descriptor opened for a file cannot be listed).
     return {
       kind: 'directory',
       directory: await openDirectories(workspace, toolName, requested, target.components, false, true),
     };
   }
-  await handle.close();
   throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
 }
 
@@ -345,9 +360,9 @@ export async function openFileForReading(
   toolName: string,
   requested: string,
   target: WorkspacePath,
-): Promise<FileHandle> {
+): Promise<OpenFile> {
   const entry = await openForReading(workspace, toolName, requested, target);
-  if (entry.kind === 'file') return entry.handle;
+  if (entry.kind === 'file') return entry;
   entry.directory.close();
   throw new FileToolError(`${toolName}: '${requested}' is a directory; use list_files to see what it contains`);
 }

@@ -295,6 +295,45 @@ describe('tool calls', () => {
     );
     expect(result.stdout).toMatch(/^huge: the result is \d+ bytes, over the channel limit of 1048576 bytes/);
   });
+
+  it('delivers megabytes of text whole and exact, to threads and asyncio tasks at once, between small replies', async () => {
+    // Multi-byte characters, escapes JSON would need, and lengths that do not line up with any read size.
+    const text = (size: number) => `é中😀"\\\n\u0001${'x'.repeat(size)}`;
+    const codecall = codecallWith({
+      tools: [
+        defineTool({
+          name: 'text',
+          description: 'Long text.',
+          inputSchema: { type: 'object', properties: { size: { type: 'integer' } } },
+          execute: ({ size }) => ({ size, content: text(size as number), lone: `\ud800${'y'.repeat(size as number)}` }),
+        }),
+        add,
+      ],
+    });
+    const result = await codecall.execute(
+      [
+        'import asyncio, threading',
+        'from tools import add, text',
+        'import tools.aio as aio',
+        'def expected(size):',
+        '    return {"size": size, "content": "é中😀\\"\\\\\\n\\u0001" + "x" * size, "lone": "\\ud800" + "y" * size}',
+        'sizes = [5000, 70000, 3 << 20, 65531, 1 << 20]',
+        'failures = []',
+        'def work(index):',
+        '    for size in sizes[index % 5:] + sizes[:index % 5]:',
+        '        if text(size=size) != expected(size) or add(a=index, b=size) != index + size:',
+        '            failures.append((index, size))',
+        'threads = [threading.Thread(target=work, args=(index,)) for index in range(6)]',
+        '[thread.start() for thread in threads]',
+        '[thread.join() for thread in threads]',
+        'async def gather():',
+        '    return await asyncio.gather(*(aio.text(size=size) for size in sizes * 2))',
+        'assert [reply == expected(size) for reply, size in zip(asyncio.run(gather()), sizes * 2)] == [True] * 10',
+        'print(failures)',
+      ].join('\n'),
+    );
+    expect(result).toMatchObject({ status: 'success', stdout: '[]\n' });
+  });
 });
 
 describe('limits and cleanup', () => {

@@ -1,6 +1,7 @@
 import type { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ChannelErrorCode } from '../../src/rpc/protocol.js';
+import { ChannelErrorCode, RAW_TEXT_FIELD } from '../../src/rpc/protocol.js';
+import { RAW_TEXT_MIN_CHARS } from '../../src/rpc/raw-text.js';
 import {
   MAX_UNREAD_REPLY_BYTES,
   TOOL_CALL_FLOOD_ALLOWANCE,
@@ -19,21 +20,42 @@ interface Reply {
   readonly error?: { readonly code: number; readonly message: string };
 }
 
-/** The script's side of the channel: writes frames and reads the host's replies in the order they were written. */
+/**
+ * The script's side of the channel: writes frames and reads the host's replies in the order they were written, with
+ * the raw text that follows a frame put in its place, as the runtime does. `frames` keeps each frame as written.
+ */
 class ScriptSide {
   readonly #socket: Duplex;
   readonly #replies: Reply[] = [];
-  #partial = '';
+  readonly frames: string[] = [];
+  #partial = Buffer.alloc(0);
   #ended = false;
   #wake: (() => void) | undefined;
 
   constructor(socket: Duplex) {
     this.#socket = socket;
-    socket.setEncoding('utf8');
-    socket.on('data', (text: string) => {
-      const lines = (this.#partial + text).split('\n');
-      this.#partial = lines.pop() ?? '';
-      for (const line of lines) this.#replies.push(JSON.parse(line) as Reply);
+    socket.on('data', (chunk: Buffer) => {
+      this.#partial = Buffer.concat([this.#partial, chunk]);
+      for (;;) {
+        const newline = this.#partial.indexOf(10);
+        if (newline === -1) break;
+        const frame = this.#partial.toString('utf8', 0, newline);
+        const reply = JSON.parse(frame) as Reply & { [RAW_TEXT_FIELD]?: [string | null, number][] };
+        const segments = reply[RAW_TEXT_FIELD] ?? [];
+        const rawBytes = segments.reduce((sum, [, bytes]) => sum + bytes, 0);
+        if (this.#partial.length < newline + 1 + rawBytes) break;
+        let position = newline + 1;
+        for (const [key, bytes] of segments) {
+          const text = this.#partial.toString('utf8', position, position + bytes);
+          position += bytes;
+          if (key === null) (reply as { result?: unknown }).result = text;
+          else (reply.result as Record<string, unknown>)[key] = text;
+        }
+        delete reply[RAW_TEXT_FIELD];
+        this.frames.push(frame);
+        this.#replies.push(reply);
+        this.#partial = this.#partial.subarray(position);
+      }
       this.#wake?.();
     });
     socket.on('end', () => {
@@ -456,6 +478,45 @@ describe('what handlers do', () => {
     expect(loop).toMatchObject({ id: 2, error: { code: ChannelErrorCode.toolFailed } });
     expect(loop?.error?.message).toMatch(/circular/i);
     expect(sum).toEqual({ id: 3, result: 2 });
+  });
+
+  it('sends long strings of a result as raw UTF-8 after the frame, and the next frame after them', async () => {
+    const long = `é中😀\n"\\${'x'.repeat(RAW_TEXT_MIN_CHARS)}`;
+    const { script } = startServer([
+      toolOf('text', () => long),
+      toolOf('record', () => ({ path: 'a.txt', content: long, short: 'x', more: long.repeat(2), list: [long] })),
+      toolOf('lone', () => `\ud800${'x'.repeat(RAW_TEXT_MIN_CHARS)}`),
+      createAdd().tool,
+    ]);
+    script.call(1, 'text', {});
+    script.call(2, 'record', {});
+    script.call(3, 'lone', {});
+    script.call(4, 'add', { a: 1, b: 2 });
+    const replies = await script.read(4);
+    expect(replies).toEqual([
+      { id: 1, result: long },
+      { id: 2, result: { path: 'a.txt', content: long, short: 'x', more: long.repeat(2), list: [long] } },
+      { id: 3, result: `\ud800${'x'.repeat(RAW_TEXT_MIN_CHARS)}` },
+      { id: 4, result: 3 },
+    ]);
+    const bytes = Buffer.byteLength(long);
+    expect(script.frames[0]).toBe(`{"id":1,"result":"","${RAW_TEXT_FIELD}":[[null,${bytes}]]}`);
+    // Strings inside arrays, and a string that has no UTF-8 form, stay JSON.
+    expect(script.frames[1]).toBe(
+      `{"id":2,"result":{"path":"a.txt","content":"","short":"x","more":"","list":[${JSON.stringify(long)}]},` +
+        `"${RAW_TEXT_FIELD}":[["content",${bytes}],["more",${2 * bytes}]]}`,
+    );
+    expect(script.frames[2]).not.toContain(RAW_TEXT_FIELD);
+  });
+
+  it('counts the raw text of a result against the frame limit', async () => {
+    const { script } = startServer([toolOf('huge', () => ({ content: 'x'.repeat(2 * RAW_TEXT_MIN_CHARS) }))], {
+      maxFrameBytes: RAW_TEXT_MIN_CHARS,
+    });
+    script.call(1, 'huge', {});
+    const reply = await script.next();
+    expect(reply).toMatchObject({ id: 1, error: { code: ChannelErrorCode.frameTooLarge } });
+    expect(reply.error?.message).toMatch(/^huge: the result is 8\d{3} bytes, over the channel limit of 4096 bytes/);
   });
 
   it('refuses a result larger than the frame limit with -32003 naming its size', async () => {

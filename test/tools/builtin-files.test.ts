@@ -143,6 +143,35 @@ describe('read_file', () => {
     expect(last).toMatchObject({ content: line.repeat(2), truncated: false, nextOffset: null });
   });
 
+  it('reads windows of a file read in several buffers, with lines and characters across their edges', async () => {
+    // Lines of varying length with multi-byte characters, 5 MiB in all: more than one read buffer holds.
+    const lines = Array.from(
+      { length: 60_000 },
+      (_, index) => `${index}:${'é'.repeat(index % 97)}${'x'.repeat(index % 13)}\n`,
+    );
+    const text = lines.join('');
+    expect(Buffer.byteLength(text)).toBeGreaterThan(4 * 1024 * 1024);
+    await writeFile(path.join(workspace, 'several-buffers.txt'), text);
+    for (const [offset, limit] of [
+      [1, 5],
+      [2_000, 3_000],
+      [29_999, 7],
+      [59_990, 20],
+    ] as const) {
+      const result = await call('read_file', { path: 'several-buffers.txt', offset, limit });
+      expect(result).toMatchObject({
+        content: lines.slice(offset - 1, offset - 1 + limit).join(''),
+        totalLines: lines.length,
+        truncated: false,
+        nextOffset: offset + limit <= lines.length ? offset + limit : null,
+      });
+    }
+    const whole = await call('read_file', { path: 'several-buffers.txt' });
+    const kept = (whole.nextOffset as number) - 1;
+    expect(whole).toMatchObject({ truncated: true, totalLines: lines.length, content: lines.slice(0, kept).join('') });
+    expect(Buffer.byteLength(lines.slice(0, kept + 1).join(''))).toBeGreaterThan(MAX_READ_BYTES);
+  });
+
   it('cuts a single line longer than the cap at a character boundary', async () => {
     await writeFile(path.join(workspace, 'long-line.txt'), `${'é'.repeat(MAX_READ_BYTES)}\nnext\n`);
     const result = await call('read_file', { path: 'long-line.txt' });

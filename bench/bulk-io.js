@@ -1,0 +1,311 @@
+// Bulk data through codecall, each figure next to its baseline measured in the same run: files read through the
+// built-in `read_file` next to plain Python reads of the same files, a large tool result next to a raw socketpair
+// reply, and a script printing many lines next to a bare interpreter printing the same. `run.js` adds these rows to
+// its table; `node bench/bulk-io.js` prints them alone (after `npm run build`).
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createCodecall, defineTool } from '../dist/index.js';
+import { resolvePythonInterpreter } from '../dist/sandbox/interpreter.js';
+import { median, ratio, timeSpawn } from './measure.js';
+
+/** Files of the batch, and the size of each. */
+export const BATCH_FILES = 100;
+export const BATCH_FILE_BYTES = 100 * 1024;
+/** Size of the large tool result. */
+export const LARGE_RESULT_BYTES = 5 * 1024 * 1024;
+/** Lines printed, and the bytes of each (newline included): 5 MB in all. */
+export const PRINTED_LINES = 50_000;
+export const PRINTED_LINE_BYTES = 100;
+/** Calls of the small-file and echo loops. */
+const SMALL_CALLS = 1_000;
+/** Threads of the parallel variant of the batch. */
+const BATCH_THREADS = 8;
+
+// One line of text with a few multi-byte characters, as source files and logs have.
+const TEXT_LINE = 'const value = compute(input, { mode: "fast", label: "étiquette" }); // keeps the état as is\n';
+
+function batchText() {
+  const lines = Math.floor(BATCH_FILE_BYTES / Buffer.byteLength(TEXT_LINE));
+  const text = TEXT_LINE.repeat(lines);
+  return `${text}${'x'.repeat(BATCH_FILE_BYTES - Buffer.byteLength(text) - 1)}\n`;
+}
+
+/** The script of the batch: passes of plain reads and of read_file, alternating, then one line of JSON figures. */
+function batchScript(passes) {
+  return `
+import json, time
+from concurrent.futures import ThreadPoolExecutor
+from tools import read_file
+names = ["batch/f%03d.txt" % i for i in range(${BATCH_FILES})]
+def plain_one(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+def tool_one(name):
+    return read_file(path=name)["content"]
+def timed(function):
+    start = time.perf_counter()
+    total = function()
+    elapsed = time.perf_counter() - start
+    assert total == ${BATCH_FILES * BATCH_FILE_BYTES}, total
+    return elapsed
+utf8 = lambda text: len(text.encode())
+pool = ThreadPoolExecutor(${BATCH_THREADS})
+passes = {"plain": [], "tool": [], "plainThreads": [], "toolThreads": []}
+for _ in range(${passes}):
+    passes["plain"].append(timed(lambda: sum(utf8(plain_one(path)) for path in names)))
+    passes["tool"].append(timed(lambda: sum(utf8(tool_one(name)) for name in names)))
+    passes["plainThreads"].append(timed(lambda: sum(map(utf8, pool.map(plain_one, names)))))
+    passes["toolThreads"].append(timed(lambda: sum(map(utf8, pool.map(tool_one, names)))))
+print(json.dumps({key: sorted(values)[len(values) // 2] for key, values in passes.items()}))
+`;
+}
+
+const SMALL_SCRIPT = `
+import json, time
+from tools import echo, read_file
+for _ in range(100):
+    read_file(path="small.txt")
+    echo(value=1)
+def timed(call):
+    start = time.perf_counter()
+    for _ in range(${SMALL_CALLS}):
+        call()
+    return (time.perf_counter() - start) / ${SMALL_CALLS} * 1e6
+figures = {"read": [], "echo": []}
+for _ in range(3):
+    figures["read"].append(timed(lambda: read_file(path="small.txt")))
+    figures["echo"].append(timed(lambda: echo(value=1)))
+print(json.dumps({key: sorted(values)[1] for key, values in figures.items()}))
+`;
+
+const LARGE_SCRIPT = `
+import time
+from tools import large_result
+large_result()
+times = []
+for _ in range(5):
+    start = time.perf_counter()
+    text = large_result()
+    times.append(time.perf_counter() - start)
+    assert len(text) == ${LARGE_RESULT_BYTES}
+print(sorted(times)[2] * 1e3)
+`;
+
+// The baseline of a large result: a minimal client and a minimal Node server over the same kind of socket, the reply
+// made with JSON.stringify and parsed with json.loads, nothing else.
+const RAW_LARGE_CLIENT = `
+import json, os, time
+fd = 3
+os.set_blocking(fd, True)
+times = []
+for i in range(1, 7):
+    start = time.perf_counter()
+    os.write(fd, (json.dumps({"id": i, "method": "large_result", "params": {}}) + "\\n").encode())
+    parts = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        parts.append(chunk)
+        if chunk.endswith(b"\\n"):
+            break
+    text = json.loads(b"".join(parts))["result"]
+    times.append(time.perf_counter() - start)
+    assert len(text) == ${LARGE_RESULT_BYTES}
+print(sorted(times[1:])[2] * 1e3)
+`;
+
+function rawLargeReplyMilliseconds(executable, text) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(executable, ['-S', '-c', RAW_LARGE_CLIENT], {
+      stdio: ['ignore', 'pipe', 'inherit', 'pipe'],
+      env: { PATH: '/usr/local/bin:/usr/bin:/bin' },
+    });
+    const socket = child.stdio[3];
+    let pending = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => {
+      pending += chunk;
+      const newline = pending.indexOf('\n');
+      if (newline === -1) return;
+      const request = JSON.parse(pending.slice(0, newline));
+      pending = pending.slice(newline + 1);
+      socket.write(`{"id":${request.id},"result":${JSON.stringify(text)}}\n`);
+    });
+    socket.on('error', () => {});
+    let output = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk) => {
+      output += chunk;
+    });
+    child.once('error', reject);
+    child.once('exit', (code) =>
+      code === 0 ? resolve(Number(output)) : reject(new Error(`raw client exited ${code}`)),
+    );
+  });
+}
+
+const PRINT_SCRIPT = `line = "x" * ${PRINTED_LINE_BYTES - 1}\nfor _ in range(${PRINTED_LINES}):\n    print(line)\n`;
+
+/**
+ * Measures the bulk rows; `rounds` scripts of each kind, alternating with their baselines. Resolves the rows as
+ * `{ figure, unit, digits, value, baseline, baselineName }`.
+ */
+export async function measureBulkIo({ stateDir, interpreter, rounds = 5, print = () => {} }) {
+  // Readable by the unprivileged user a root host runs scripts as: the script starts in the workspace and reads it.
+  const workspace = mkdtempSync(join(tmpdir(), 'codecall-bulk-workspace-'));
+  chmodSync(workspace, 0o755);
+  mkdirSync(join(workspace, 'batch'), { mode: 0o755 });
+  const text = batchText();
+  for (let index = 0; index < BATCH_FILES; index += 1) {
+    writeFileSync(join(workspace, 'batch', `f${String(index).padStart(3, '0')}.txt`), text);
+  }
+  writeFileSync(join(workspace, 'small.txt'), '123456789\n');
+  const largeText = TEXT_LINE.repeat(Math.ceil(LARGE_RESULT_BYTES / TEXT_LINE.length)).slice(0, LARGE_RESULT_BYTES);
+  const codecall = createCodecall({
+    sandbox: 'none',
+    stateDir: join(stateDir, 'bulk-state'),
+    workspace,
+    builtinTools: ['files'],
+    tools: [
+      defineTool({
+        name: 'echo',
+        description: 'Returns its arguments.',
+        inputSchema: { type: 'object', properties: { value: {} } },
+        execute: async (args) => args,
+      }),
+      defineTool({
+        name: 'large_result',
+        description: 'Returns 5 MB of text.',
+        inputSchema: { type: 'object', properties: {} },
+        execute: async () => largeText,
+      }),
+    ],
+    limits: { maxToolCalls: 100_000 },
+  });
+  const run = async (code) => {
+    const result = await codecall.execute(code);
+    if (result.status !== 'success') throw new Error(`bulk run failed: ${JSON.stringify(result)}`);
+    return result.stdout;
+  };
+  const rows = [];
+  try {
+    print('bulk reads…');
+    const batch = { plain: [], tool: [], plainThreads: [], toolThreads: [] };
+    for (let round = 0; round < rounds; round += 1) {
+      const figures = JSON.parse(await run(batchScript(3)));
+      for (const key of Object.keys(batch)) batch[key].push(figures[key]);
+    }
+    const megabytes = (BATCH_FILES * BATCH_FILE_BYTES) / 1e6;
+    const rate = (seconds) => megabytes / median(seconds);
+    rows.push({
+      figure: `${BATCH_FILES} files × ${BATCH_FILE_BYTES / 1024} KB through read_file, a loop`,
+      unit: 'MB/s',
+      digits: 0,
+      value: rate(batch.tool),
+      baseline: rate(batch.plain),
+      baselineName: 'plain Python reads of the same files',
+      target: '≥ 0.5× baseline',
+      met: rate(batch.tool) >= 0.5 * rate(batch.plain),
+    });
+    rows.push({
+      figure: `${BATCH_FILES} files × ${BATCH_FILE_BYTES / 1024} KB through read_file, ${BATCH_THREADS} threads`,
+      unit: 'MB/s',
+      digits: 0,
+      value: rate(batch.toolThreads),
+      baseline: rate(batch.plainThreads),
+      baselineName: `plain Python reads, ${BATCH_THREADS} threads`,
+    });
+    const small = { read: [], echo: [] };
+    for (let round = 0; round < rounds; round += 1) {
+      const figures = JSON.parse(await run(SMALL_SCRIPT));
+      small.read.push(figures.read);
+      small.echo.push(figures.echo);
+    }
+    rows.push({
+      figure: 'read_file of a 10-byte file',
+      unit: 'µs',
+      value: median(small.read),
+      baseline: median(small.echo),
+      baselineName: 'echo tool call',
+    });
+    print('large results…');
+    const large = [];
+    const rawLarge = [];
+    for (let round = 0; round < rounds; round += 1) {
+      large.push(Number(await run(LARGE_SCRIPT)));
+      rawLarge.push(await rawLargeReplyMilliseconds(interpreter.executable, largeText));
+    }
+    rows.push({
+      figure: `a ${LARGE_RESULT_BYTES / 1024 / 1024} MB tool result`,
+      unit: 'ms',
+      value: median(large),
+      baseline: median(rawLarge),
+      baselineName: 'raw socketpair reply, JSON.stringify + json.loads',
+    });
+    print('printing…');
+    const printed = [];
+    const bare = [];
+    const session = codecall.session();
+    const cells = [];
+    for (let round = 0; round < rounds * 2; round += 1) {
+      const started = performance.now();
+      const result = await codecall.execute(PRINT_SCRIPT);
+      printed.push(performance.now() - started);
+      if (result.status !== 'success' || result.stdoutTruncated?.totalBytes !== PRINTED_LINES * PRINTED_LINE_BYTES) {
+        throw new Error(`print run lost output: ${JSON.stringify(result.stdoutTruncated ?? result.status)}`);
+      }
+      bare.push(await timeSpawn(interpreter.executable, ['-S', '-c', PRINT_SCRIPT]));
+      const cellStarted = performance.now();
+      const cell = await session.execute(PRINT_SCRIPT);
+      cells.push(performance.now() - cellStarted);
+      if (cell.status !== 'success' || cell.stdoutTruncated?.totalBytes !== PRINTED_LINES * PRINTED_LINE_BYTES) {
+        throw new Error(`print cell lost output: ${JSON.stringify(cell.stdoutTruncated ?? cell.status)}`);
+      }
+    }
+    await session.close();
+    rows.push({
+      figure: `${PRINTED_LINES.toLocaleString('en')} lines printed (5 MB), cold run`,
+      unit: 'ms',
+      value: median(printed),
+      baseline: median(bare),
+      baselineName: 'bare python -S printing the same to a pipe',
+      target: '≤ 1.5× baseline',
+      met: median(printed) <= 1.5 * median(bare),
+    });
+    rows.push({
+      figure: `${PRINTED_LINES.toLocaleString('en')} lines printed (5 MB), session cell`,
+      unit: 'ms',
+      value: median(cells),
+      baseline: median(bare),
+      baselineName: 'bare python -S printing the same to a pipe',
+    });
+  } finally {
+    await codecall.close();
+    rmSync(workspace, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const stateDir = mkdtempSync(join(tmpdir(), 'codecall-bulk-'));
+  try {
+    const interpreter = await resolvePythonInterpreter('python3');
+    const rows = await measureBulkIo({
+      stateDir,
+      interpreter,
+      rounds: Number(process.env.BENCH_ROUNDS ?? 5),
+      print: (text) => process.stderr.write(`${text}\n`),
+    });
+    for (const entry of rows) {
+      const digits = entry.digits ?? 1;
+      console.log(
+        `${entry.figure} (${entry.unit}): ${entry.value.toFixed(digits)} | ${entry.baseline.toFixed(digits)} ` +
+          `${entry.baselineName} | ${ratio(entry.value, entry.baseline)}`,
+      );
+    }
+  } finally {
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+}
