@@ -97,6 +97,13 @@ export interface CodecallOptions {
    * wait counts toward the call's `toolCallTimeoutMs`.
    */
   readonly approveToolCall?: ApproveToolCall;
+  /**
+   * Readies the hot path of tool calls in the background from creation on (loads the argument checker and compiles
+   * every tool's argument schema), so the first script calls tools as fast as later ones; the first run waits for it
+   * if it has not finished (default true). A short-lived process that may call no tool at all (the one-shot
+   * `codecall run`) starts faster without it.
+   */
+  readonly warmUp?: boolean;
 }
 
 /** The `sessions` option of `createCodecall`. */
@@ -147,6 +154,7 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   files: true,
   outputs: true,
   approveToolCall: true,
+  warmUp: true,
 });
 
 const SESSIONS_OPTION_NAMES = knownKeys<keyof SessionsOptions>({ maxLive: true, idleTimeoutMs: true });
@@ -184,6 +192,7 @@ export interface ResolvedCodecallOptions {
   readonly sessions: { readonly maxLive: number; readonly idleTimeoutMs: number };
   /** The `outputs` option with its defaults. */
   readonly outputs: OutputsRetention;
+  readonly warmUp: boolean;
 }
 
 /**
@@ -223,6 +232,12 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
       `redactSecrets must be true or false, got ${JSON.stringify(redactSecrets)}`,
       { redactSecrets },
     );
+  }
+  const warmUp = given.warmUp ?? true;
+  if (typeof warmUp !== 'boolean') {
+    throw new CodecallError('INVALID_CONFIG', `warmUp must be true or false, got ${JSON.stringify(warmUp)}`, {
+      warmUp,
+    });
   }
   const workspace = resolvePath(checkPath(given.workspace, 'workspace') ?? process.cwd());
   // Checked now (this imports no MCP SDK code), so a bad server entry is a configuration error at creation.
@@ -267,6 +282,7 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
     poolSize: resolvePoolSize(given.pool),
     sessions: resolveSessionsOptions(given.sessions),
     outputs: resolveOutputsRetention(given.outputs),
+    warmUp,
   };
 }
 
