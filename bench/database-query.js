@@ -7,7 +7,8 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createCodecall, defineTool, resolvePythonInterpreter } from '../dist/index.js';
+import { createCodecall, defineTool } from '../dist/index.js';
+import { resolvePythonInterpreter } from '../dist/sandbox/interpreter.js';
 import { median } from './measure.js';
 
 /** Calls per measured round, as the row says. */

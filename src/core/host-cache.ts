@@ -2,6 +2,7 @@ import {
   closeSync,
   constants,
   fstatSync,
+  lstatSync,
   openSync,
   readSync,
   renameSync,
@@ -30,7 +31,9 @@ const FORMAT_VERSION = 1;
 export function hostCacheDirectory(stateRoot: string): string | undefined {
   const directory = join(stateRoot, HOST_CACHE_FOLDER);
   try {
-    return makeOwnedDirectory(directory, 0o700) ? directory : undefined;
+    // What the cache holds is trusted (an interpreter path the host starts): no one else may write into the folder.
+    if (!makeOwnedDirectory(directory, 0o700) || (lstatSync(directory).mode & 0o022) !== 0) return undefined;
+    return directory;
   } catch {
     return undefined;
   }

@@ -88,7 +88,13 @@ export function resolvePythonInterpreter(
 }
 
 async function resolveWithCache(command: string, cacheDirectory: string | undefined): Promise<PythonInterpreter> {
-  const key = cacheDirectory === undefined ? undefined : interpreterCacheKey(command);
+  let key: unknown;
+  try {
+    key = cacheDirectory === undefined ? undefined : interpreterCacheKey(command);
+  } catch {
+    // A folder that vanished under the process (its working directory): probe without the cache.
+    key = undefined;
+  }
   if (cacheDirectory === undefined || key === undefined) return probe(command);
   const cached = readHostCache<CachedInterpreter>(cacheDirectory, CACHE_ENTRY, key);
   if (cached !== undefined && isCurrent(cached)) return Object.freeze(cached.interpreter);

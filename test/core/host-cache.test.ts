@@ -40,6 +40,13 @@ describe('host cache', () => {
     expect(readHostCache(directory, 'shared', 1)).toBeUndefined();
   });
 
+  it('refuses a cache folder others may write into', () => {
+    chmodSync(directory, 0o777);
+    expect(hostCacheDirectory(root)).toBeUndefined();
+    chmodSync(directory, 0o700);
+    expect(hostCacheDirectory(root)).toBe(directory);
+  });
+
   it('gives a file a signature that changes with its content, and none when it is missing', () => {
     const file = join(root, 'file');
     writeFileSync(file, 'a');
