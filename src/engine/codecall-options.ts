@@ -98,10 +98,10 @@ export interface CodecallOptions {
    */
   readonly approveToolCall?: ApproveToolCall;
   /**
-   * Readies the hot path of tool calls in the background from creation on (loads the argument checker and compiles
-   * every tool's argument schema), so the first script calls tools as fast as later ones; the first run waits for it
-   * if it has not finished (default true). A short-lived process that may call no tool at all (the one-shot
-   * `codecall run`) starts faster without it.
+   * Readies the argument checks in the background from creation on (default true): loads the checker (Ajv) and
+   * compiles the first tool's schema, then the others one per turn of the event loop, so the first tool call does
+   * not pay tens of milliseconds for them; the first run waits for the first part if it has not finished. A
+   * short-lived process that may call no tool at all (the one-shot `codecall run`) starts faster without it.
    */
   readonly warmUp?: boolean;
 }
