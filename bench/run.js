@@ -1,5 +1,6 @@
 // `npm run bench`: every figure next to its baseline, measured in the same run. Prints one table and writes
-// bench/results.json. Environment: BENCH_RUNS (default 60) and BENCH_CALLS (default 5000) scale the repetitions.
+// bench/results.json. Environment: BENCH_RUNS (default 60) and BENCH_CALLS (default 5000) scale the repetitions;
+// BENCH_ONLY=<part of a figure's name> runs only the start-up figures of bench/startup.js that match it.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -19,6 +20,7 @@ import {
   timeConcurrentSpawns,
   timeSpawn,
 } from './measure.js';
+import { measureStartup } from './startup.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 60);
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000);
@@ -79,6 +81,17 @@ const expectSuccess = (result) => {
   if (result.status !== 'success') throw new Error(`run failed: ${JSON.stringify(result)}`);
   return result;
 };
+const addStartupRows = async (only) => {
+  for (const entry of await measureStartup({ stateDir: join(stateDir, 'startup'), interpreter, runs: RUNS, only })) {
+    row(entry);
+  }
+};
+
+if (process.env.BENCH_ONLY !== undefined) {
+  await addStartupRows(process.env.BENCH_ONLY);
+  await finish();
+  process.exit(0);
+}
 
 // Cold print(1), isolation none, alternating with a bare interpreter spawned the same way (same flags).
 print('cold runs…');
@@ -543,37 +556,44 @@ for (const entry of await measureBulkIo({
   row(entry);
 }
 
-await codecall.close();
-rmSync(stateDir, { recursive: true, force: true });
+// The first script of a fresh process, the one-shot CLI, serve's first call, the warm pool against a cell.
+await addStartupRows(undefined);
+await finish();
 
-const columns = ['figure', 'value', 'baseline', 'ratio', 'target', 'met'];
-const widths = columns.map((key) => Math.max(key.length, ...rows.map((entry) => String(entry[key]).length)));
-const line = (cells) =>
-  cells
-    .map((cell, index) => String(cell).padEnd(widths[index]))
-    .join('  ')
-    .trimEnd();
-console.log(
-  `codecall benchmarks: Python ${interpreter.version}, Node ${process.version}, ${cpus().length} CPUs, ` +
-    `load ${loadavg()
-      .map((value) => value.toFixed(2))
-      .join(' ')}, ${RUNS} runs, medians, ${((performance.now() - benchStarted) / 1_000).toFixed(0)} s`,
-);
-console.log(line(columns));
-for (const entry of rows) console.log(line(columns.map((key) => entry[key])));
-writeFileSync(
-  new URL('./results.json', import.meta.url),
-  `${JSON.stringify(
-    {
-      date: new Date().toISOString(),
-      python: interpreter.version,
-      node: process.version,
-      cpus: cpus().length,
-      load: loadavg(),
-      runs: RUNS,
-      rows: rows.map(({ raw, ...entry }) => ({ ...entry, ...(raw ?? {}) })),
-    },
-    null,
-    2,
-  )}\n`,
-);
+/** Closes what the benchmarks made, prints the table and writes bench/results.json. */
+async function finish() {
+  await codecall.close();
+  rmSync(stateDir, { recursive: true, force: true });
+
+  const columns = ['figure', 'value', 'baseline', 'ratio', 'target', 'met'];
+  const widths = columns.map((key) => Math.max(key.length, ...rows.map((entry) => String(entry[key]).length)));
+  const line = (cells) =>
+    cells
+      .map((cell, index) => String(cell).padEnd(widths[index]))
+      .join('  ')
+      .trimEnd();
+  console.log(
+    `codecall benchmarks: Python ${interpreter.version}, Node ${process.version}, ${cpus().length} CPUs, ` +
+      `load ${loadavg()
+        .map((value) => value.toFixed(2))
+        .join(' ')}, ${RUNS} runs, medians, ${((performance.now() - benchStarted) / 1_000).toFixed(0)} s`,
+  );
+  console.log(line(columns));
+  for (const entry of rows) console.log(line(columns.map((key) => entry[key])));
+  writeFileSync(
+    new URL('./results.json', import.meta.url),
+    `${JSON.stringify(
+      {
+        date: new Date().toISOString(),
+        python: interpreter.version,
+        node: process.version,
+        cpus: cpus().length,
+        load: loadavg(),
+        runs: RUNS,
+        rows: rows.map(({ raw, ...entry }) => ({ ...entry, ...(raw ?? {}) })),
+      },
+      null,
+      2,
+    )}\n`,
+  );
+}

@@ -72,6 +72,7 @@ const ROOT_TYPES = [
 ];
 const MCP_VALUES = ['createExecuteCodeServer', 'createMcpToolSource', 'parseMcpServers', 'serveHttp', 'serveStdio'];
 const MCP_TYPES = [
+  'ExecuteCodeServerOptions',
   'HttpExecuteCodeServer',
   'HttpSessionLimits',
   'McpServerConfig',

@@ -6,11 +6,9 @@ import type { Limits } from '../core/limits.js';
 import { type CodecallOptions, createCodecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/result/format-result.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
-import { checkImportNames, runDoctor } from './doctor.js';
 import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting, readHttpToken } from './http-token.js';
 import { liveRunView } from './live-run-view.js';
 import { terminalJson, terminalText } from './terminal-output.js';
-import { renderTraceHtml } from './trace-viewer.js';
 
 /** Exit status: the script succeeded. */
 export const EXIT_SUCCESS = 0;
@@ -168,11 +166,14 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
         });
       case 'stubs':
         return await stubsCommand(options as CodecallOptions, streams);
-      case 'doctor':
+      case 'doctor': {
+        // Loaded for its command only (with the database and MCP modules it reads): `run` starts without them.
+        const { checkImportNames, runDoctor } = await import('./doctor.js');
         return await runDoctor(options as CodecallOptions, streams.stdout, {
           imports: values.import === undefined ? undefined : checkImportNames(values.import),
           httpToken: () => readHttpToken({ tokenFile: values['token-file'], environment: process.env }),
         });
+      }
       case 'serve':
         return await serveCommand(options as CodecallOptions, streams, {
           http: values.http,
@@ -234,7 +235,8 @@ async function runCommand(
     throw new UsageError('run takes one script path, or - to read the script from standard input');
   }
   const code = await readScript(scriptPath, streams.stdin);
-  const codecall = createCodecall(options);
+  // One run, which may call no tool: what it needs is loaded when it is needed (unless the configuration says).
+  const codecall = createCodecall({ warmUp: false, ...options });
   const stopOnSignal = () => void codecall.close();
   process.once('SIGINT', stopOnSignal);
   process.once('SIGTERM', stopOnSignal);
@@ -273,6 +275,7 @@ async function traceCommand(
   } catch {
     throw new UsageError(`${trace.resultPath} is not JSON; write one with codecall run --json`);
   }
+  const { renderTraceHtml } = await import('./trace-viewer.js');
   const html = await renderTraceHtml(result);
   if (trace.outputPath === undefined) streams.stdout.write(html);
   else await writeFile(trace.outputPath, html);

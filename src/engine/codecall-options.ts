@@ -97,6 +97,13 @@ export interface CodecallOptions {
    * wait counts toward the call's `toolCallTimeoutMs`.
    */
   readonly approveToolCall?: ApproveToolCall;
+  /**
+   * Readies the argument checks in the background from creation on (default true): loads the checker (Ajv) and
+   * compiles the first tool's schema, then the others one per turn of the event loop, so the first tool call does
+   * not pay tens of milliseconds for them; the first run waits for the first part if it has not finished. A
+   * short-lived process that may call no tool at all (the one-shot `codecall run`) starts faster without it.
+   */
+  readonly warmUp?: boolean;
 }
 
 /** The `sessions` option of `createCodecall`. */
@@ -147,6 +154,7 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   files: true,
   outputs: true,
   approveToolCall: true,
+  warmUp: true,
 });
 
 const SESSIONS_OPTION_NAMES = knownKeys<keyof SessionsOptions>({ maxLive: true, idleTimeoutMs: true });
@@ -184,6 +192,7 @@ export interface ResolvedCodecallOptions {
   readonly sessions: { readonly maxLive: number; readonly idleTimeoutMs: number };
   /** The `outputs` option with its defaults. */
   readonly outputs: OutputsRetention;
+  readonly warmUp: boolean;
 }
 
 /**
@@ -213,6 +222,7 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
   }
   const network = checkBoolean(given.network, 'network', false);
   const redactSecrets = checkBoolean(given.redactSecrets, 'redactSecrets', true);
+  const warmUp = checkBoolean(given.warmUp, 'warmUp', true);
   const workspace = resolvePath(checkPath(given.workspace, 'workspace') ?? process.cwd());
   // Checked now (this imports no MCP SDK code), so a bad server entry is a configuration error at creation.
   const mcpServers = parseMcpServers(given.mcpServers ?? {});
@@ -256,6 +266,7 @@ export function resolveCodecallOptions(options: unknown): ResolvedCodecallOption
     poolSize: resolvePoolSize(given.pool),
     sessions: resolveSessionsOptions(given.sessions),
     outputs: resolveOutputsRetention(given.outputs),
+    warmUp,
   };
 }
 

@@ -1,6 +1,8 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { type GeneratedPythonModule, generatePythonModule } from '../codegen/python-module.js';
 import { CodecallError } from '../core/errors.js';
+import { hostCacheDirectory } from '../core/host-cache.js';
 import type { ResolvedDatabase } from '../databases/database-config.js';
 import type { McpServerConfig } from '../mcp-client/server-config.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
@@ -11,6 +13,7 @@ import { resolveBuiltinTools } from '../tools/builtin-tool-sets.js';
 import type { RegisteredTool, ToolSource } from '../tools/registered-tool.js';
 import { createToolRegistry, registerTool } from '../tools/registry.js';
 import type { ToolModuleDescriptor } from '../tools/types.js';
+import { prepareArgumentValidator } from '../tools/validation.js';
 import type { ResolvedCodecallOptions } from './codecall-options.js';
 import type { RunEnvironment } from './launch/interpreter-launch.js';
 import { materializeInterpreterCommands, materializeModule, readPythonFiles } from './launch/module-cache.js';
@@ -42,6 +45,8 @@ export class CodecallPreparation {
   #runner: Promise<SandboxRunner> | undefined;
   #sources: Promise<ToolSource[]> | undefined;
   #prepared: { key: string; value: Promise<Prepared> } | undefined;
+  #warmedUp: Promise<void> | undefined;
+  #hostCache: { readonly directory: string | undefined } | undefined;
 
   /** @throws CodecallError `INVALID_CONFIG` / `INVALID_TOOL` / `DUPLICATE_TOOL` naming the bad tool or module name. */
   constructor(options: ResolvedCodecallOptions) {
@@ -69,10 +74,39 @@ export class CodecallPreparation {
       : undefined;
   }
 
+  /**
+   * Readies the argument checks of the static tools: loads the checker and compiles the first tool's schema (the
+   * costly part, tens of milliseconds); the other schemas are compiled in the background one per turn of the event
+   * loop, so a long tool list never blocks it. Resolves when the first part is done; never rejects.
+   */
+  warmUp(): Promise<void> {
+    if (this.#warmedUp === undefined) {
+      const [first, ...others] = this.#staticTools;
+      this.#warmedUp = (first === undefined ? Promise.resolve() : prepareArgumentValidator(first.checkArguments)).then(
+        () => {
+          void compileOneByOne(others);
+        },
+      );
+    }
+    return this.#warmedUp;
+  }
+
   /** The sandbox runner, selected once. */
   runner(): Promise<SandboxRunner> {
-    this.#runner ??= createSandboxRunner(this.#options.sandbox, { extraReadOnlyPaths: this.#options.readOnlyPaths });
+    this.#runner ??= Promise.resolve().then(() =>
+      createSandboxRunner(this.#options.sandbox, {
+        extraReadOnlyPaths: this.#options.readOnlyPaths,
+        cacheDirectory: this.#cacheDirectory(),
+      }),
+    );
     return this.#runner;
+  }
+
+  /** The host-only cache folder of the state folder (made after the state folders, which it must not pre-empt). */
+  #cacheDirectory(): string | undefined {
+    this.#directories ??= prepareStateDirectories(this.#options.stateRoot);
+    this.#hostCache ??= { directory: hostCacheDirectory(this.#directories.root) };
+    return this.#hostCache.directory;
   }
 
   /**
@@ -166,7 +200,10 @@ export class CodecallPreparation {
   }): Promise<Prepared> {
     const { moduleName, python, variables, network, redactSecrets, approveToolCall } = this.#options;
     const { directories, modules } = listing;
-    const [interpreter, runner] = await Promise.all([resolvePythonInterpreter(python), listing.runner]);
+    const [interpreter, runner] = await Promise.all([
+      resolvePythonInterpreter(python, { cacheDirectory: this.#cacheDirectory() }),
+      listing.runner,
+    ]);
     if (interpreter.stdlibModuleNames.includes(moduleName)) {
       throw new CodecallError(
         'INVALID_CONFIG',
@@ -223,5 +260,13 @@ export class CodecallPreparation {
         },
       },
     };
+  }
+}
+
+/** Compiles tools' argument checks one per turn of the event loop (a call of a tool not reached yet compiles its own). */
+async function compileOneByOne(tools: readonly RegisteredTool[]): Promise<void> {
+  for (const tool of tools) {
+    await nextTurn();
+    await prepareArgumentValidator(tool.checkArguments);
   }
 }

@@ -90,9 +90,13 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
           deferCleanup: tracking.deferCleanup,
         })
       : undefined;
+  // Started now, in the background; the first run waits for it (see the `warmUp` option).
+  const warmedUp = resolved.warmUp ? preparation.warmUp() : undefined;
   const prepare = async (): Promise<Prepared> => {
     tracking.assertOpen();
-    return preparation.prepare();
+    if (warmedUp === undefined) return preparation.prepare();
+    const [prepared] = await Promise.all([preparation.prepare(), warmedUp]);
+    return prepared;
   };
   // Made with the first prepared environment (it names the outputs folder); each run and session end asks for a prune.
   let pruner: OutputsPruner | undefined;

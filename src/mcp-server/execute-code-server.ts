@@ -46,6 +46,15 @@ const RESET_PROPERTY = Object.freeze({
   default: false,
 });
 
+/** Options of {@link createExecuteCodeServer}. */
+export interface ExecuteCodeServerOptions {
+  /**
+   * Prepares the tool description and starts the connection's session interpreter now, while the client connects,
+   * rather than on its first call (default false; `serveStdio` sets it: its one connection is the whole process).
+   */
+  readonly startEarly?: boolean;
+}
+
 /**
  * Creates the MCP server of one client connection: it lists `execute_code` (description from
  * `codecall.toolDefinition()`, so it names the real functions and limits) and runs each call as a cell of the
@@ -60,7 +69,7 @@ const RESET_PROPERTY = Object.freeze({
  * No `outputSchema` is declared: clients would then have to validate every result against it, and several show the
  * model `structuredContent` in place of the text when one is declared.
  */
-export function createExecuteCodeServer(codecall: ExecuteCodeHost): Server {
+export function createExecuteCodeServer(codecall: ExecuteCodeHost, options: ExecuteCodeServerOptions = {}): Server {
   // The low-level Server (not McpServer) because the tool's description and JSON input schema come from the
   // codecall asynchronously, after upstream servers are loaded.
   const server = new Server(
@@ -69,6 +78,12 @@ export function createExecuteCodeServer(codecall: ExecuteCodeHost): Server {
   );
   const logLevel = new ClientLogLevel(server);
   let session: CodecallSession | undefined;
+  if (options.startEarly === true) {
+    // Empty code starts the interpreter without running a cell; a failure shows again at the first real call.
+    session = codecall.session();
+    void codecall.toolDefinition().catch(() => undefined);
+    void session.execute('').catch(() => undefined);
+  }
   const closeServer = server.close.bind(server);
   server.close = async () => {
     await closeServer();
@@ -161,7 +176,7 @@ export async function serveStdio(
 ): Promise<StdioExecuteCodeServer> {
   const input = options.input ?? process.stdin;
   const output = options.output ?? process.stdout;
-  const server = createExecuteCodeServer(codecall);
+  const server = createExecuteCodeServer(codecall, { startEarly: true });
   const { promise: closed, resolve: markClosed } = promiseWithResolvers();
   server.onclose = markClosed;
   // The SDK's stdio transport does not notice the end of its input on its own.

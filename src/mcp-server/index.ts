@@ -7,7 +7,7 @@
 export type { McpServerConfig } from '../mcp-client/server-config.js';
 export { parseMcpServers } from '../mcp-client/server-config.js';
 export { createMcpToolSource } from '../mcp-client/upstream-tool-source.js';
-export type { ServeStdioOptions, StdioExecuteCodeServer } from './execute-code-server.js';
+export type { ExecuteCodeServerOptions, ServeStdioOptions, StdioExecuteCodeServer } from './execute-code-server.js';
 export { createExecuteCodeServer, serveStdio } from './execute-code-server.js';
 export type { HttpExecuteCodeServer, HttpSessionLimits, ServeHttpOptions } from './streamable-http-server.js';
 export { serveHttp } from './streamable-http-server.js';

@@ -1,6 +1,9 @@
 import { execFile, spawn } from 'node:child_process';
 import { closeSync } from 'node:fs';
+import { release } from 'node:os';
 import { delimiter, isAbsolute, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { fileSignature, readHostCache, writeHostCache } from '../core/host-cache.js';
 import {
   hostIsRoot,
   isolationArguments,
@@ -43,6 +46,12 @@ export interface SandboxProbeOptions {
   readonly bubblewrapPath?: string | undefined;
   /** Where generated sandbox files go (default `<tmpdir>/codecall-<uid>/sandbox`). */
   readonly filesDirectory?: string | undefined;
+  /**
+   * A host-only cache folder (see `core/host-cache.ts`): a trial sandbox that succeeded is not run again by later
+   * processes while bwrap, the kernel, the user-namespace settings, the user and codecall's own sandbox code are
+   * unchanged. A failed probe is never cached.
+   */
+  readonly cacheDirectory?: string | undefined;
 }
 
 /** Oldest bubblewrap with every option the runner uses (`--size` came in 0.5.0). */
@@ -52,6 +61,18 @@ const TRIAL_TIMEOUT_MS = 15_000;
 /** Size of the trial sandbox's tmpfs. */
 const TRIAL_TMPFS_BYTES = 1024 * 1024;
 const SYSTEM_DIRECTORIES = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sbin'];
+/** Name of the probe entry in the host cache. */
+const CACHE_ENTRY = 'bubblewrap-probe';
+/** Kernel settings that decide whether user namespaces (and so bwrap) work. */
+const USER_NAMESPACE_SETTINGS = [
+  '/proc/sys/kernel/unprivileged_userns_clone',
+  '/proc/sys/user/max_user_namespaces',
+  '/proc/sys/kernel/apparmor_restrict_unprivileged_userns',
+];
+/** The code whose change must be tried again: this probe, the flags and the seccomp filter it tries. */
+const SANDBOX_CODE_FILES = ['./bubblewrap-probe.js', './bubblewrap-arguments.js', './seccomp.js'].map((file) =>
+  fileURLToPath(new URL(file, import.meta.url)),
+);
 
 const probes = new Map<string, Promise<SandboxProbe>>();
 
@@ -177,6 +198,75 @@ async function runProbe(options: SandboxProbeOptions): Promise<SandboxProbe> {
         : 'bubblewrap (bwrap) is not installed; install it (apt-get install bubblewrap, dnf install bubblewrap)',
     );
   }
+  const cacheKey = options.cacheDirectory === undefined ? undefined : probeCacheKey(path, sandboxUser);
+  if (cacheKey !== undefined && options.cacheDirectory !== undefined) {
+    const cached = readHostCache<CachedProbe>(options.cacheDirectory, CACHE_ENTRY, cacheKey);
+    if (isCachedProbe(cached)) {
+      return {
+        bubblewrap: { available: true, version: cached.version, path, reason: cached.reason },
+        userNamespaces: true,
+        cgroups,
+        seccomp: cached.seccomp,
+        sandboxUser,
+      };
+    }
+  }
+  const probed = await probeBubblewrap(path, {
+    sandboxUser,
+    cgroups,
+    unavailable,
+    filesDirectory: options.filesDirectory,
+  });
+  if (cacheKey !== undefined && options.cacheDirectory !== undefined && probed.bubblewrap.available) {
+    writeHostCache(options.cacheDirectory, CACHE_ENTRY, cacheKey, {
+      version: probed.bubblewrap.version ?? '',
+      seccomp: probed.seccomp,
+      reason: probed.bubblewrap.reason,
+    } satisfies CachedProbe);
+  }
+  return probed;
+}
+
+/** What a successful probe found, as cached. */
+interface CachedProbe {
+  readonly version: string;
+  readonly seccomp: boolean;
+  readonly reason?: string | undefined;
+}
+
+function isCachedProbe(value: unknown): value is CachedProbe {
+  if (typeof value !== 'object' || value === null) return false;
+  const { version, seccomp, reason } = value as Record<string, unknown>;
+  return (
+    typeof version === 'string' && typeof seccomp === 'boolean' && (reason === undefined || typeof reason === 'string')
+  );
+}
+
+/** What decides whether a trial sandbox succeeds here; undefined when bwrap cannot be described. */
+function probeCacheKey(path: string, sandboxUser: SandboxUser): unknown {
+  const signature = fileSignature(path);
+  if (signature === undefined) return undefined;
+  return {
+    path,
+    signature,
+    kernel: release(),
+    uid: process.getuid?.(),
+    sandboxUser,
+    settings: USER_NAMESPACE_SETTINGS.map((setting) => readSysctl(setting) ?? null),
+    code: SANDBOX_CODE_FILES.map((file) => fileSignature(file) ?? null),
+  };
+}
+
+async function probeBubblewrap(
+  path: string,
+  context: {
+    readonly sandboxUser: SandboxUser;
+    readonly cgroups: CgroupSupport;
+    readonly unavailable: (reason: string, extra?: Partial<SandboxProbe['bubblewrap']>) => SandboxProbe;
+    readonly filesDirectory: string | undefined;
+  },
+): Promise<SandboxProbe> {
+  const { sandboxUser, cgroups, unavailable } = context;
   const version = await readVersion(path);
   if (version === undefined) return unavailable(`${path} --version failed; is it bubblewrap?`, { path });
   if (compareVersions(version.split('.').map(Number), MINIMUM_BUBBLEWRAP_VERSION) < 0) {
@@ -188,7 +278,7 @@ async function runProbe(options: SandboxProbeOptions): Promise<SandboxProbe> {
   let seccompDescriptor: number | undefined;
   try {
     seccompDescriptor = openSeccompProgram(
-      ensureSandboxFilesDirectory(options.filesDirectory ?? defaultSandboxFilesDirectory()),
+      ensureSandboxFilesDirectory(context.filesDirectory ?? defaultSandboxFilesDirectory()),
     );
   } catch {
     seccompDescriptor = undefined;

@@ -1,7 +1,4 @@
 import type { Options as AjvOptions, ErrorObject, ValidateFunction } from 'ajv';
-import { Ajv } from 'ajv';
-import { Ajv2019 } from 'ajv/dist/2019.js';
-import { Ajv2020 } from 'ajv/dist/2020.js';
 import { isRecord } from '../core/values.js';
 import type { ArgumentCheck } from './registered-tool.js';
 import type { JsonSchemaDraft, NormalisedSchema } from './schema.js';
@@ -29,33 +26,74 @@ export interface ArgumentValidatorOptions {
 /** Checks one call's arguments; the result's `value` is what the handler receives. */
 export type ArgumentValidator = (args: unknown) => ArgumentCheck | Promise<ArgumentCheck>;
 
+/** The compiled JSON Schema check of a tool, or the message to report on every call when its schema is broken. */
+type CompiledCheck = ValidateFunction | string;
+
+/** How each validator made here compiles its JSON Schema ahead of the first call (see {@link prepareArgumentValidator}). */
+const preparers = new WeakMap<ArgumentValidator, () => Promise<void>>();
+
 /**
- * Builds the argument check of one tool. JSON Schemas are compiled with Ajv on first use (then cached); Standard
- * Schemas run their own `validate` and their output value (with defaults applied) is passed on. Every message names
- * the tool and the field, e.g. `add: argument 'a' must be number (got string "x")`.
+ * Builds the argument check of one tool. JSON Schemas are compiled with Ajv on first use (then cached), Ajv itself
+ * being loaded then (a process that never checks arguments never loads it); {@link prepareArgumentValidator} does
+ * both ahead of the first call. Standard Schemas run their own `validate` and their output value (with defaults
+ * applied) is passed on. Every message names the tool and the field, e.g.
+ * `add: argument 'a' must be number (got string "x")`.
  */
 export function createArgumentValidator(options: ArgumentValidatorOptions): ArgumentValidator {
   const { toolName, inputSchema, normalised } = options;
-  let compiled: ValidateFunction | string | undefined;
-  const jsonValidator = (): ValidateFunction | string => {
-    compiled ??= compileSchema(toolName, normalised);
+  let compiled: CompiledCheck | undefined;
+  const compileNow = (): CompiledCheck | undefined => {
+    if (compiled === undefined) {
+      const ajv = ajvByDraft.get(normalised.draft);
+      if (ajv !== undefined) compiled = compileSchema(ajv, toolName, normalised);
+    }
     return compiled;
   };
-  if (isStandardSchema(inputSchema)) {
-    return (args) => {
-      const problem = checkArgumentShape(toolName, args);
-      if (problem !== undefined) return { ok: false, message: problem };
-      return validateWithStandardSchema({ toolName, schema: inputSchema, args: args as object, jsonValidator });
-    };
-  }
-  return (args) => {
-    const problem = checkArgumentShape(toolName, args);
-    if (problem !== undefined) return { ok: false, message: problem };
-    const validator = jsonValidator();
-    if (typeof validator === 'string') return { ok: false, message: validator };
-    if (validator(args)) return { ok: true, value: args };
-    return { ok: false, message: describeAjvErrors(toolName, validator.errors ?? [], args) };
+  const prepare = async (): Promise<void> => {
+    if (compiled !== undefined) return;
+    try {
+      await loadAjv(normalised.draft);
+    } catch (error) {
+      compiled = `${toolName}: the argument checker could not be loaded (${describeThrownValue(error)}); reinstall codecall's dependencies`;
+      return;
+    }
+    compileNow();
   };
+  const jsonValidator = (): CompiledCheck | Promise<CompiledCheck> => {
+    const ready = compiled ?? compileNow();
+    if (ready !== undefined) return ready;
+    return prepare().then(() => compiled ?? `${toolName}: the arguments cannot be checked`);
+  };
+  const validator: ArgumentValidator = isStandardSchema(inputSchema)
+    ? (args) => {
+        const problem = checkArgumentShape(toolName, args);
+        if (problem !== undefined) return { ok: false, message: problem };
+        return validateWithStandardSchema({ toolName, schema: inputSchema, args: args as object, jsonValidator });
+      }
+    : (args) => {
+        const problem = checkArgumentShape(toolName, args);
+        if (problem !== undefined) return { ok: false, message: problem };
+        const ready = compiled ?? compileNow();
+        if (ready === undefined) return prepare().then(() => validator(args));
+        return applyJsonCheck(toolName, ready, args);
+      };
+  // A Standard Schema needs its JSON Schema check only to word a failure: it is compiled when one happens.
+  preparers.set(validator, isStandardSchema(inputSchema) ? () => Promise.resolve() : prepare);
+  return validator;
+}
+
+function applyJsonCheck(toolName: string, validator: CompiledCheck, args: unknown): ArgumentCheck {
+  if (typeof validator === 'string') return { ok: false, message: validator };
+  if (validator(args)) return { ok: true, value: args };
+  return { ok: false, message: describeAjvErrors(toolName, validator.errors ?? [], args as object) };
+}
+
+/**
+ * Loads Ajv and compiles a validator made by {@link createArgumentValidator} now, so that its first call does not
+ * pay for it (a validator made elsewhere needs nothing). Never rejects: a broken schema is reported by the calls.
+ */
+export function prepareArgumentValidator(validator: ArgumentValidator): Promise<void> {
+  return preparers.get(validator)?.() ?? Promise.resolve();
 }
 
 // Options shared by the per-draft Ajv instances: lenient about unknown keywords and formats, fills in defaults.
@@ -67,22 +105,38 @@ const AJV_OPTIONS: AjvOptions = {
   useDefaults: true,
 };
 
-const ajvByDraft = new Map<JsonSchemaDraft, Ajv>();
+/** What codecall uses of an Ajv instance (one class per draft). */
+interface SchemaCompiler {
+  compile(schema: object): ValidateFunction;
+  removeSchema(schema: object): unknown;
+}
 
-function ajvFor(draft: JsonSchemaDraft): Ajv {
-  let ajv = ajvByDraft.get(draft);
-  if (ajv === undefined) {
-    if (draft === 'draft-2020-12') ajv = new Ajv2020(AJV_OPTIONS);
-    else if (draft === 'draft-2019-09') ajv = new Ajv2019(AJV_OPTIONS);
-    else ajv = new Ajv(AJV_OPTIONS);
-    ajvByDraft.set(draft, ajv);
+/** The Ajv instance of each draft, once loaded. */
+const ajvByDraft = new Map<JsonSchemaDraft, SchemaCompiler>();
+const ajvLoading = new Map<JsonSchemaDraft, Promise<SchemaCompiler>>();
+
+// Imported on demand: loading Ajv costs tens of milliseconds, which a run that calls no tool should not pay.
+function loadAjv(draft: JsonSchemaDraft): Promise<SchemaCompiler> {
+  let loading = ajvLoading.get(draft);
+  if (loading === undefined) {
+    const created: Promise<SchemaCompiler> =
+      draft === 'draft-2020-12'
+        ? import('ajv/dist/2020.js').then(({ Ajv2020 }) => new Ajv2020(AJV_OPTIONS))
+        : draft === 'draft-2019-09'
+          ? import('ajv/dist/2019.js').then(({ Ajv2019 }) => new Ajv2019(AJV_OPTIONS))
+          : import('ajv').then(({ Ajv }) => new Ajv(AJV_OPTIONS));
+    loading = created.then((ajv) => {
+      ajvByDraft.set(draft, ajv);
+      return ajv;
+    });
+    ajvLoading.set(draft, loading);
+    loading.catch(() => ajvLoading.delete(draft));
   }
-  return ajv;
+  return loading;
 }
 
 // Returns the message to report on every call when the schema itself is broken (a host bug the script should see).
-function compileSchema(toolName: string, normalised: NormalisedSchema): ValidateFunction | string {
-  const ajv = ajvFor(normalised.draft);
+function compileSchema(ajv: SchemaCompiler, toolName: string, normalised: NormalisedSchema): CompiledCheck {
   try {
     return ajv.compile(normalised.jsonSchema);
   } catch (error) {
@@ -169,7 +223,7 @@ interface StandardValidation {
   readonly schema: StandardSchema;
   readonly args: object;
   /** The JSON Schema validator of the same tool, used only to word a failure the way JSON Schema tools do. */
-  readonly jsonValidator: () => ValidateFunction | string;
+  readonly jsonValidator: () => CompiledCheck | Promise<CompiledCheck>;
 }
 
 // Synchronous when the schema's validate is (zod's usually is), so the common path allocates no promise.
@@ -193,16 +247,30 @@ function validateWithStandardSchema(validation: StandardValidation): ArgumentChe
 
 type StandardResult = Awaited<ReturnType<StandardSchema['~standard']['validate']>>;
 
-function interpretStandardResult(validation: StandardValidation, result: StandardResult): ArgumentCheck {
-  const { toolName, args } = validation;
+function interpretStandardResult(
+  validation: StandardValidation,
+  result: StandardResult,
+): ArgumentCheck | Promise<ArgumentCheck> {
   if (result.issues === undefined) return { ok: true, value: result.value };
   // The schema's own verdict stands; its JSON Schema, when it also fails, gives the same wording as JSON Schema tools.
   const jsonValidator = validation.jsonValidator();
+  if (jsonValidator instanceof Promise) {
+    return jsonValidator.then((ready) => describeStandardFailure(validation, result, ready));
+  }
+  return describeStandardFailure(validation, result, jsonValidator);
+}
+
+function describeStandardFailure(
+  validation: StandardValidation,
+  result: StandardResult,
+  jsonValidator: CompiledCheck,
+): ArgumentCheck {
+  const { toolName, args } = validation;
   const copy = copyForWording(args);
   if (typeof jsonValidator !== 'string' && copy !== undefined && !jsonValidator(copy)) {
     return { ok: false, message: describeAjvErrors(toolName, jsonValidator.errors ?? [], args) };
   }
-  const issue = result.issues[0];
+  const issue = result.issues?.[0];
   if (issue === undefined) return { ok: false, message: `${toolName}: the arguments are invalid` };
   const path = (issue.path ?? []).map((segment) => {
     const key = typeof segment === 'object' && segment !== null ? (segment as { key: unknown }).key : segment;

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { ArgumentCheck } from '../../src/tools/registered-tool.js';
 import { registerTool } from '../../src/tools/registry.js';
 import type { JsonSchema, StandardSchema, Tool } from '../../src/tools/types.js';
-import { MAX_ARGUMENT_DEPTH } from '../../src/tools/validation.js';
+import { MAX_ARGUMENT_DEPTH, prepareArgumentValidator } from '../../src/tools/validation.js';
 import { createTestContext } from './test-context.js';
 
 const addSchema: JsonSchema = {
@@ -46,7 +46,17 @@ describe('JSON Schema argument checks', () => {
   );
 
   it('accepts valid arguments and passes them on', async () => {
-    await expect(add.checkArguments({ a: 1, b: 2 })).toEqual({ ok: true, value: { a: 1, b: 2 } });
+    expect(await add.checkArguments({ a: 1, b: 2 })).toEqual({ ok: true, value: { a: 1, b: 2 } });
+  });
+
+  it('checks synchronously once prepared, so the hot path of a call allocates no promise', async () => {
+    const tool = registerTool(jsonTool('prepared', { type: 'object', properties: { n: { type: 'integer' } } }));
+    await prepareArgumentValidator(tool.checkArguments);
+    expect(tool.checkArguments({ n: 1 })).toEqual({ ok: true, value: { n: 1 } });
+    expect(tool.checkArguments({ n: 'x' })).toEqual({
+      ok: false,
+      message: `prepared: argument 'n' must be integer (got string "x")`,
+    });
   });
 
   it.each([

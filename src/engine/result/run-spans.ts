@@ -18,6 +18,17 @@ function loadOpenTelemetry(): Promise<OpenTelemetryApi | undefined> {
   return openTelemetry;
 }
 
+/** Where `@opentelemetry/api` (version 1) keeps what an application registered, tracer provider included. */
+const OPEN_TELEMETRY_GLOBAL = Symbol.for('opentelemetry.js.api.1');
+
+/** Whether an application registered a tracer provider with `@opentelemetry/api` (without importing it). */
+function tracerProviderRegistered(): boolean {
+  const registered: unknown = (globalThis as Record<symbol, unknown>)[OPEN_TELEMETRY_GLOBAL];
+  return (
+    typeof registered === 'object' && registered !== null && (registered as { trace?: unknown }).trace !== undefined
+  );
+}
+
 /** Options of {@link recordRunSpans}. */
 export interface RunSpansOptions {
   readonly result: ExecuteResult;
@@ -40,6 +51,8 @@ function epochMilliseconds(performanceTime: number): number {
  * Nothing happens when `@opentelemetry/api` is not installed, and little when no provider is registered.
  */
 export async function recordRunSpans(options: RunSpansOptions): Promise<void> {
+  // Without a registered tracer provider every span would be a no-op: skip loading the API (tens of milliseconds).
+  if (openTelemetry === undefined && !tracerProviderRegistered()) return;
   const api = await loadOpenTelemetry();
   if (api === undefined) return;
   const { result, startedAt } = options;

@@ -1,0 +1,276 @@
+// Start-up figures of `npm run bench`: the first script of a fresh host process against its fourth, the one-shot
+// `codecall run` against `node -e 0` plus a bare interpreter, `codecall serve`'s first call against its second, and
+// a warm-pool run against a session cell and a plain JSON echo. Each next to its baseline, measured in the same run.
+// Run alone with `node bench/startup.js` (after `npm run build`); BENCH_ONLY=<part of a figure's name> picks rows.
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { createCodecall, defineTool } from '../dist/index.js';
+import { median, plainJsonEchoMicroseconds, timeSpawn } from './measure.js';
+
+const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
+const FIRST_SCRIPT = fileURLToPath(new URL('./first-script.js', import.meta.url));
+/** Sequential echo calls of each script of the first-script figure. */
+const FIRST_SCRIPT_CALLS = 1_000;
+/** Fresh host processes of the first-script figure. */
+const FRESH_PROCESSES = 5;
+const PARALLEL_CALLS = 100;
+const TOOL_DELAY_MS = 100;
+/** Pause before each warm-pool run and its baselines, so the pool has replaced the interpreter the last run took. */
+const POOL_REFILL_PAUSE_MS = 150;
+
+/** The figures of this module, in order: each names the rows it makes (BENCH_ONLY matches these names). */
+export const STARTUP_FIGURES = [
+  'first script of a fresh process',
+  'codecall run print(1)',
+  'codecall serve',
+  'warm-pool run',
+  'warm-pool asyncio gather',
+];
+
+/**
+ * Measures the start-up figures and returns their rows (for the `row` helper of bench/run.js).
+ * @param {{ stateDir: string, interpreter: { executable: string }, runs: number, only?: string }} options
+ */
+export async function measureStartup({ stateDir, interpreter, runs, only }) {
+  const wanted = (figure) => only === undefined || figure.includes(only);
+  const rows = [];
+  const print = (text) => process.stderr.write(`${text}\n`);
+
+  if (wanted(STARTUP_FIGURES[0])) {
+    print('first script of a fresh process…');
+    const ratios = [];
+    const firsts = [];
+    const fourths = [];
+    for (let round = 0; round < FRESH_PROCESSES; round += 1) {
+      const perCall = await nodeJson(FIRST_SCRIPT, [join(stateDir, 'first'), String(FIRST_SCRIPT_CALLS), '4']);
+      firsts.push(perCall[0]);
+      fourths.push(perCall[3]);
+      ratios.push(perCall[0] / perCall[3]);
+    }
+    rows.push({
+      figure: `${FIRST_SCRIPT_CALLS} echo calls, first script of a fresh process, per call`,
+      unit: 'µs',
+      value: median(firsts),
+      baseline: median(fourths),
+      baselineName: 'fourth script of the same process',
+      target: '≤ 1.3× baseline (median of per-process ratios)',
+      met: median(ratios) <= 1.3,
+    });
+  }
+
+  if (wanted(STARTUP_FIGURES[1])) {
+    print('codecall run…');
+    const folder = join(stateDir, 'cli');
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(join(folder, 'print.py'), 'print(1)\n');
+    writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ stateDir: join(folder, 'state') }));
+    const command = [CLI, 'run', '--config', join(folder, 'codecall.json'), join(folder, 'print.py')];
+    const environment = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
+    // The first command fills the state folder's cache: every later process finds it, as a user's would.
+    await timeSpawn(process.execPath, command, { env: environment });
+    const whole = [];
+    const bare = [];
+    for (let run = 0; run < Math.max(5, Math.round(runs / 4)); run += 1) {
+      whole.push(await timeSpawn(process.execPath, command, { env: environment }));
+      bare.push(
+        (await timeSpawn(process.execPath, ['-e', '0'], { env: environment })) +
+          (await timeSpawn(interpreter.executable, ['-S', '-c', 'pass'])),
+      );
+    }
+    rows.push({
+      figure: 'codecall run print(1), whole command',
+      unit: 'ms',
+      value: median(whole),
+      baseline: median(bare),
+      baselineName: 'node -e 0 + python -S -c pass',
+      target: '≤ 2× baseline',
+      met: median(whole) <= 2 * median(bare),
+    });
+  }
+
+  if (wanted(STARTUP_FIGURES[2])) {
+    print('codecall serve…');
+    const connects = [];
+    const firstCalls = [];
+    const secondCalls = [];
+    for (let round = 0; round < 5; round += 1) {
+      const transport = new StdioClientTransport({
+        command: process.execPath,
+        args: [CLI, 'serve', '--sandbox', 'none', '--workspace', stateDir],
+        env: { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', TMPDIR: join(stateDir, 'serve') },
+        stderr: 'ignore',
+      });
+      mkdirSync(join(stateDir, 'serve'), { recursive: true });
+      const client = new Client({ name: 'bench', version: '1.0.0' });
+      let started = performance.now();
+      await client.connect(transport);
+      await client.listTools();
+      connects.push(performance.now() - started);
+      const call = async () => {
+        const callStarted = performance.now();
+        const result = await client.callTool({ name: 'execute_code', arguments: { code: 'print(1)' } });
+        if (result.isError) throw new Error(`serve run failed: ${JSON.stringify(result)}`);
+        return performance.now() - callStarted;
+      };
+      firstCalls.push(await call());
+      started = performance.now();
+      secondCalls.push(await call());
+      await client.close();
+    }
+    rows.push({
+      figure: 'codecall serve: connect and list tools',
+      unit: 'ms',
+      value: median(connects),
+      baseline: median(secondCalls),
+      baselineName: 'a second execute_code',
+    });
+    rows.push({
+      figure: 'codecall serve: first execute_code',
+      unit: 'ms',
+      value: median(firstCalls),
+      baseline: median(secondCalls),
+      baselineName: 'a second execute_code',
+    });
+  }
+
+  if (wanted(STARTUP_FIGURES[3]) || wanted(STARTUP_FIGURES[4])) {
+    const wait = defineTool({
+      name: 'wait_100ms',
+      description: 'Answers after 100 ms.',
+      inputSchema: { type: 'object', properties: { index: { type: 'integer' } } },
+      execute: async ({ index }) => {
+        await sleep(TOOL_DELAY_MS);
+        return index;
+      },
+    });
+    const pooled = createCodecall({
+      sandbox: 'none',
+      tools: [wait],
+      stateDir: join(stateDir, 'pool'),
+      pool: { size: 2 },
+    });
+    const plain = createCodecall({ sandbox: 'none', tools: [wait], stateDir: join(stateDir, 'pool') });
+    const session = plain.session();
+    await pooled.execute('print(1)');
+    await session.execute('counter = 0');
+    for (let cell = 0; cell < 200; cell += 1) await session.execute('counter += 1');
+
+    if (wanted(STARTUP_FIGURES[3])) {
+      print('warm-pool run against a cell…');
+      const pooledRuns = [];
+      const cells = [];
+      const echoes = [];
+      for (let run = 0; run < runs; run += 1) {
+        await sleep(POOL_REFILL_PAUSE_MS);
+        const started = performance.now();
+        const result = await pooled.execute('print(1)');
+        pooledRuns.push(performance.now() - started);
+        if (result.stdout !== '1\n') throw new Error(`unexpected result ${JSON.stringify(result)}`);
+      }
+      // Cells back to back, as a session serves them; the echo in rounds beside them.
+      for (let round = 0; round < 5; round += 1) {
+        for (let cell = 0; cell < 4 * runs; cell += 1) {
+          const started = performance.now();
+          await session.execute('counter += 1');
+          cells.push(performance.now() - started);
+        }
+        echoes.push((await plainJsonEchoMicroseconds(interpreter.executable, 2_000)) / 1_000);
+      }
+      rows.push({
+        figure: 'warm-pool run of print(1), none',
+        unit: 'ms',
+        digits: 3,
+        value: median(pooledRuns),
+        baseline: median(cells),
+        baselineName: 'session cell (counter += 1)',
+        target: '≤ 3× baseline',
+        met: median(pooledRuns) <= 3 * median(cells),
+      });
+      rows.push({
+        figure: 'session cell (counter += 1), none',
+        unit: 'ms',
+        digits: 3,
+        value: median(cells),
+        baseline: median(echoes),
+        baselineName: 'plain JSON echo round trip',
+        target: '≤ 2.5× baseline',
+        met: median(cells) <= 2.5 * median(echoes),
+      });
+    }
+
+    if (wanted(STARTUP_FIGURES[4])) {
+      print('warm-pool asyncio gather against a cell…');
+      const gather = [
+        'import asyncio',
+        'import tools.aio as aio',
+        'async def main():',
+        `    return await asyncio.gather(*(aio.wait_100ms(index=i) for i in range(${PARALLEL_CALLS})))`,
+        `assert asyncio.run(main()) == list(range(${PARALLEL_CALLS}))`,
+      ].join('\n');
+      const pooledGathers = [];
+      const cellGathers = [];
+      for (let run = 0; run < 7; run += 1) {
+        await sleep(POOL_REFILL_PAUSE_MS);
+        let started = performance.now();
+        const result = await pooled.execute(gather);
+        pooledGathers.push(performance.now() - started);
+        if (result.status !== 'success') throw new Error(`run failed: ${JSON.stringify(result)}`);
+        started = performance.now();
+        await session.execute(gather);
+        cellGathers.push(performance.now() - started);
+      }
+      rows.push({
+        figure: `warm-pool run: import asyncio + gather of ${PARALLEL_CALLS} 100 ms calls, none`,
+        unit: 'ms',
+        value: median(pooledGathers),
+        baseline: median(cellGathers),
+        baselineName: 'the same in a session cell',
+        target: '≤ 1.2× baseline',
+        met: median(pooledGathers) <= 1.2 * median(cellGathers),
+      });
+    }
+    await session.close();
+    await pooled.close();
+    await plain.close();
+  }
+  return rows;
+}
+
+/** Runs a Node script of this folder in a fresh process and parses what it prints as JSON. */
+function nodeJson(script, args) {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [script, ...args], { maxBuffer: 1 << 20 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`${script} failed: ${stderr || error.message}`));
+      else resolve(JSON.parse(stdout));
+    });
+  });
+}
+
+// Run alone: print the rows.
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { resolvePythonInterpreter } = await import('../dist/sandbox/interpreter.js');
+  const stateDir = mkdtempSync(join(tmpdir(), 'codecall-bench-startup-'));
+  try {
+    const rows = await measureStartup({
+      stateDir,
+      interpreter: await resolvePythonInterpreter('python3'),
+      runs: Number(process.env.BENCH_RUNS ?? 60),
+      only: process.env.BENCH_ONLY,
+    });
+    for (const entry of rows) {
+      console.log(
+        `${entry.figure} (${entry.unit}): ${entry.value.toFixed(entry.digits ?? 1)}  ` +
+          `${entry.baselineName}: ${entry.baseline.toFixed(entry.digits ?? 1)}  ` +
+          `${(entry.value / entry.baseline).toFixed(2)}×${entry.target ? `  target ${entry.target}: ${entry.met ? 'yes' : 'NO'}` : ''}`,
+      );
+    }
+  } finally {
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,118 @@
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { makeOwnedDirectory } from './state-folders.js';
+
+/**
+ * Facts that are slow to find out and stable across processes (the real interpreter behind a version-manager shim,
+ * whether bubblewrap works here), kept as small JSON files in a folder of the state folder that only this user can
+ * enter. Every entry carries the key it was found under (what would change the fact: paths, sizes, modification
+ * times, the kernel release...); an entry whose key differs, or that cannot be read, parsed or trusted, is ignored.
+ */
+
+/** Name of the cache folder inside the state folder. */
+export const HOST_CACHE_FOLDER = 'cache';
+/** Largest cache file read; a bigger one is not an entry this code wrote. */
+export const MAX_HOST_CACHE_BYTES = 4 * 1024 * 1024;
+/** Version of the entry format: entries of another version are ignored. */
+const FORMAT_VERSION = 1;
+
+/** The cache folder of a state folder, created private (0700) on first use; undefined when it cannot be trusted. */
+export function hostCacheDirectory(stateRoot: string): string | undefined {
+  const directory = join(stateRoot, HOST_CACHE_FOLDER);
+  try {
+    // What the cache holds is trusted (an interpreter path the host starts): no one else may write into the folder.
+    if (!makeOwnedDirectory(directory, 0o700) || (lstatSync(directory).mode & 0o022) !== 0) return undefined;
+    return directory;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Reads the entry `name` and returns its value when it was stored under exactly `key`; undefined otherwise (missing,
+ * corrupt, written under another key, not a regular file of this user, writable by others).
+ */
+export function readHostCache<Value>(directory: string, name: string, key: unknown): Value | undefined {
+  let descriptor: number | undefined;
+  try {
+    descriptor = openSync(join(directory, fileName(name)), constants.O_RDONLY | constants.O_NOFOLLOW);
+    const stats = fstatSync(descriptor);
+    const uid = process.getuid?.();
+    if (!stats.isFile() || (uid !== undefined && stats.uid !== uid) || (stats.mode & 0o022) !== 0) return undefined;
+    if (stats.size > MAX_HOST_CACHE_BYTES) return undefined;
+    const buffer = Buffer.allocUnsafe(stats.size);
+    let filled = 0;
+    while (filled < buffer.length) {
+      const read = readSync(descriptor, buffer, filled, buffer.length - filled, filled);
+      if (read === 0) break;
+      filled += read;
+    }
+    const entry: unknown = JSON.parse(buffer.subarray(0, filled).toString('utf8'));
+    if (typeof entry !== 'object' || entry === null) return undefined;
+    const { version, key: storedKey, value } = entry as { version?: unknown; key?: unknown; value?: unknown };
+    if (version !== FORMAT_VERSION || JSON.stringify(storedKey) !== JSON.stringify(key)) return undefined;
+    return value as Value;
+  } catch {
+    return undefined;
+  } finally {
+    if (descriptor !== undefined) closeSync(descriptor);
+  }
+}
+
+/**
+ * Stores `value` under `key` as the entry `name`, atomically (a private temporary file renamed over the entry), so a
+ * reader sees the old entry or the new one, never half of one. A failure to write is ignored: the cache only saves
+ * time.
+ */
+export function writeHostCache(directory: string, name: string, key: unknown, value: unknown): void {
+  const target = join(directory, fileName(name));
+  const temporary = `${target}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+  let descriptor: number | undefined;
+  try {
+    descriptor = openSync(
+      temporary,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      0o600,
+    );
+    writeSync(descriptor, JSON.stringify({ version: FORMAT_VERSION, key, value }));
+    closeSync(descriptor);
+    descriptor = undefined;
+    renameSync(temporary, target);
+  } catch {
+    if (descriptor !== undefined) closeSync(descriptor);
+    try {
+      unlinkSync(temporary);
+    } catch {
+      // Nothing was created.
+    }
+  }
+}
+
+/**
+ * What identifies a file's content for a cache key without reading it: device, inode, size, modification and change
+ * times (following links); undefined when it does not exist.
+ */
+export function fileSignature(path: string): string | undefined {
+  try {
+    const stats = statSync(path, { bigint: true });
+    return `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`;
+  } catch {
+    return undefined;
+  }
+}
+
+// Entry names are chosen by the code (never by a script), but keep them to one plain file name anyway.
+function fileName(name: string): string {
+  return `${name.replace(/[^A-Za-z0-9._-]/g, '_')}.json`;
+}
