@@ -97,6 +97,20 @@ export interface CodecallOptions {
    * wait counts toward the call's `toolCallTimeoutMs`.
    */
   readonly approveToolCall?: ApproveToolCall;
+  /**
+   * Sends runs to a fleet of workers (`codecall worker --redis URL`) through a BullMQ queue on Redis instead of
+   * running them here; tool calls come back to this process and run here. Needs the optional packages `bullmq` and
+   * `ioredis`.
+   */
+  readonly remote?: RemoteOptions;
+}
+
+/** The `remote` option of `createCodecall`: where the fleet's queue is. */
+export interface RemoteOptions {
+  /** Redis (or Valkey) URL, e.g. `redis://queue.internal:6379`. */
+  readonly redis: string;
+  /** Name of the queue the workers take runs from (default `codecall`). */
+  readonly queue?: string;
 }
 
 /** The `sessions` option of `createCodecall`. */
@@ -147,6 +161,7 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   files: true,
   outputs: true,
   approveToolCall: true,
+  remote: true,
 });
 
 const SESSIONS_OPTION_NAMES = knownKeys<keyof SessionsOptions>({ maxLive: true, idleTimeoutMs: true });
