@@ -74,5 +74,5 @@ export class Mailbox {
 
 /** Appends one message (already JSON) to a mailbox and renews its expiry, in one round trip. */
 export function sendMail(connection: Redis, key: string, json: string): Promise<unknown> {
-  return connection.multi().rpush(key, json).expire(key, MAILBOX_TTL_SECONDS).exec();
+  return connection.pipeline().rpush(key, json).expire(key, MAILBOX_TTL_SECONDS).exec();
 }
