@@ -250,7 +250,15 @@ class FleetAgent {
               }),
         );
       });
-      submission.signal?.addEventListener('abort', () => void this.#abort(connection, run), { once: true });
+      const onAbort = () => void this.#abort(connection, run);
+      submission.signal?.addEventListener('abort', onAbort, { once: true });
+      run.toolController.signal.addEventListener(
+        'abort',
+        () => submission.signal?.removeEventListener('abort', onAbort),
+        {
+          once: true,
+        },
+      );
     });
     const reply = await settledReply;
     return this.#finish(submission, reply);
@@ -494,6 +502,7 @@ class FleetAgent {
     switch (mail.type) {
       case 'started':
         if (run === undefined || worker === undefined) return;
+        if (run.worker !== undefined && run.worker !== worker) return;
         run.worker = worker;
         run.isolation = mail.isolation === 'bubblewrap' ? 'bubblewrap' : 'none';
         if (run.abortRequested) {
@@ -512,10 +521,14 @@ class FleetAgent {
         if (run === undefined || run.worker !== worker || typeof mail.event !== 'object') return;
         emit(run.submission.onEvent, mail.event as Parameters<RunEventListener>[0]);
         return;
-      case 'result':
+      case 'result': {
         if (run === undefined || typeof mail.reply !== 'object' || mail.reply === null) return;
-        this.#settle(run, mail.reply as WorkerReply);
+        const reply = mail.reply as WorkerReply;
+        // Only the worker that runs it may end a run (a worker the run was moved away from is not heard).
+        if (run.worker !== undefined && reply.worker !== run.worker) return;
+        this.#settle(run, reply);
         return;
+      }
     }
   }
 
@@ -529,11 +542,11 @@ class FleetAgent {
     args: unknown,
   ): Promise<void> {
     let reply: string;
-    // A call of a run that ended, moved to another worker or was never ours is refused, never run.
-    if (run === undefined || run.settled || (run.worker !== undefined && run.worker !== worker)) {
+    // A call of a run that ended, moved to another worker or was never ours is refused, never run. The worker's
+    // `started` mail comes before its calls (one list, in order), so the run already names its worker.
+    if (run === undefined || run.settled || run.worker !== worker) {
       reply = JSON.stringify({ type: 'tool-reply', call, ok: false, message: `${tool}: the run has ended` });
     } else {
-      run.worker ??= worker;
       run.toolCalls += 1;
       try {
         const json = await this.#callTool(run, tool, args);
