@@ -271,6 +271,15 @@ class FleetAgent {
       worker = { worker: reply.worker ?? '', result: lostResult(reply, submission) };
     } else {
       worker = reply;
+      // Stopped before the worker had a result (a job removed while waiting, a worker that did not answer the abort,
+      // the codecall closing): the run ends `aborted`, as a local run stopped by close() does.
+      if (
+        reply.aborted === true &&
+        reply.result === undefined &&
+        (submission.kind === 'run' || submission.kind === 'cell')
+      ) {
+        worker = { ...reply, result: abortedResult(reply.worker) };
+      }
       if (reply.error !== undefined) {
         throw new CodecallError(
           reply.error.code as CodecallErrorCode,
@@ -671,6 +680,22 @@ function lostWording(run: { toolCalls: number; attempt: number; submission: Subm
   return `it was tried ${run.attempt} time${run.attempt === 1 ? '' : 's'}`;
 }
 
+/** The result of a run stopped before its worker had one. */
+function abortedResult(worker: string): ExecuteResult {
+  return {
+    status: 'aborted',
+    stdout: '',
+    stderr: '',
+    exitCode: null,
+    error: { type: 'Aborted', message: 'the run was stopped before its worker sent a result' },
+    toolCalls: 0,
+    durationMs: 0,
+    isolation: 'none',
+    reason: 'aborted',
+    ...(worker === '' ? {} : { worker }),
+  };
+}
+
 /** The result of a run that ended without its worker's result. */
 function lostResult(failure: RemoteFailure, submission: Submission): ExecuteResult {
   return {
@@ -721,7 +746,9 @@ class RemoteSession implements CodecallSession {
   reset(): Promise<void> {
     if (this.#closed) return Promise.reject(closedSession());
     return this.#queue(async () => {
-      if (this.#worker !== undefined) await this.#submit('session-reset', undefined, {});
+      if (this.#worker === undefined) return;
+      const reply = await this.#submit('session-reset', undefined, {});
+      if (reply.result?.reason === 'worker_lost') this.#worker = undefined;
     });
   }
 

@@ -142,6 +142,20 @@ describe.skipIf('missing' in redisServer)('worker fleet on BullMQ and Redis', ()
     }
   });
 
+  it('close() stops the runs in flight on the workers: they end aborted', async () => {
+    const calls = new Map<string, number>();
+    const codecall = remoteCodecall(calls);
+    const running = codecall.execute(
+      'import time\nfrom tools import record\nrecord(key="c")\ntime.sleep(30)\nrecord(key="c")',
+    );
+    await waitUntil(() => calls.get('c') === 1, 'the first tool call');
+    await codecall.close();
+    const result = await running;
+    expect(result).toMatchObject({ status: 'aborted', reason: 'aborted', toolCalls: 1 });
+    expect(calls.get('c')).toBe(1);
+    await expect(codecall.execute('print(1)')).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+
   it('detects a resubmitted run id instead of running it twice', async () => {
     const calls = new Map<string, number>();
     const codecall = createCodecall({
