@@ -252,6 +252,8 @@ class FleetAgent {
       });
       const onAbort = () => void this.#abort(connection, run);
       submission.signal?.addEventListener('abort', onAbort, { once: true });
+      // Aborted while connecting or uploading the manifest: the listener above would never fire.
+      if (submission.signal?.aborted) onAbort();
       run.toolController.signal.addEventListener(
         'abort',
         () => submission.signal?.removeEventListener('abort', onAbort),
