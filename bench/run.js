@@ -556,6 +556,52 @@ for (const entry of await measureBulkIo({
   row(entry);
 }
 
+// Worker fleet: tool calls through Redis, runs per second with worker processes, queue latency (needs redis-server).
+print('worker fleet…');
+const { measureRemote } = await import('./remote.js');
+const fleet = await measureRemote({ stateDir: join(stateDir, 'fleet') });
+if (fleet === undefined) {
+  rows.push({
+    figure: 'worker fleet rows',
+    value: 'skipped',
+    baseline: 'redis-server is not installed (apt-get install redis-server)',
+    ratio: '',
+    target: '',
+    met: '',
+  });
+} else {
+  row({
+    figure: 'remote tool call, through Redis and back',
+    unit: 'µs',
+    value: fleet.remoteCall,
+    baseline: fleet.plainRedisCall,
+    baselineName: 'plain Redis request/reply (list push, blocking pop, and back)',
+  });
+  row({
+    figure: 'remote tool call, through Redis and back',
+    unit: 'µs',
+    value: fleet.remoteCall,
+    baseline: fleet.localCall,
+    baselineName: 'local tool call',
+  });
+  row({
+    figure: 'submit to script start, remote',
+    unit: 'ms',
+    value: fleet.remoteStart,
+    baseline: fleet.localStart,
+    baselineName: 'local run',
+  });
+  for (const entry of fleet.throughput) {
+    row({
+      figure: `print(1) runs/s, ${entry.workers} worker process${entry.workers === 1 ? '' : 'es'} × ${entry.atOnce / entry.workers}`,
+      unit: 'runs/s',
+      value: entry.remote,
+      baseline: entry.local,
+      baselineName: `local, ${entry.atOnce} at once`,
+    });
+  }
+}
+
 // The first script of a fresh process, the one-shot CLI, serve's first call, the warm pool against a cell.
 await addStartupRows(undefined);
 await finish();

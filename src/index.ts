@@ -1,7 +1,7 @@
 /**
  * `codecall`: one `execute_code` tool for AI agents. This entry holds what a user of the library calls and the types
  * they name in their own code (options, results, tools, sessions, errors); everything else is internal. MCP lives in
- * the `codecall/mcp` entry.
+ * the `codecall/mcp` entry, the worker fleet in `codecall/remote`.
  */
 
 export type { GeneratedFunction, GeneratedPythonModule } from './codegen/python-module.js';
@@ -14,6 +14,7 @@ export type {
   Artifact,
   ExecuteResult,
   ExecuteStatus,
+  RemoteFailureReason,
   RunTrace,
   ScriptError,
   StdoutTruncation,
@@ -28,9 +29,9 @@ export type {
   ExecuteCodeToolDefinition,
   ExecuteOptions,
   McpServerConfig,
+  RemoteOptions,
   SessionsOptions,
 } from './engine/codecall.js';
-export { createCodecall } from './engine/codecall.js';
 export { formatResultForModel } from './engine/result/format-result.js';
 export { describeExecuteCode } from './engine/result/tool-definition.js';
 export type {
@@ -45,6 +46,7 @@ export type {
 } from './engine/supervise/run-events.js';
 export type { CellOptions, CodecallSession, SessionOptions } from './engine/supervise/session.js';
 export type { PoolOptions } from './engine/supervise/warm-pool.js';
+export { createCodecall } from './remote/create-codecall.js';
 export type { SandboxProbe, SandboxProbeOptions } from './sandbox/bubblewrap-probe.js';
 export { describeSandboxProbe, probeSandbox } from './sandbox/bubblewrap-probe.js';
 export type { InferToolArguments, ToolDefinition } from './tools/define-tool.js';

@@ -58,6 +58,8 @@ const ROOT_TYPES = [
   'McpServerConfig',
   'PoolOptions',
   'QueryResult',
+  'RemoteFailureReason',
+  'RemoteOptions',
   'SandboxMode',
   'SandboxProbe',
   'SandboxProbeOptions',
@@ -79,6 +81,25 @@ const MCP_TYPES = [
   'ServeHttpOptions',
   'ServeStdioOptions',
   'StdioExecuteCodeServer',
+];
+
+const REMOTE_VALUES = [
+  'DEFAULT_QUEUE_NAME',
+  'DEFAULT_WORKER_CONCURRENCY',
+  'HEARTBEAT_INTERVAL_MS',
+  'HEARTBEAT_TTL_MS',
+  'MAX_RUN_ATTEMPTS',
+  'createRemoteCodecall',
+  'startFleetWorker',
+];
+const REMOTE_TYPES = [
+  'FleetWorker',
+  'FleetWorkerOptions',
+  'RemoteCodecall',
+  'RemoteExecuteOptions',
+  'RemoteFailureReason',
+  'RemoteOptions',
+  'WorkerCodecallOptions',
 ];
 
 function sorted(names: readonly string[]): string[] {
@@ -120,8 +141,14 @@ describe('public API', () => {
     expect(sorted(Object.keys(mcp))).toEqual(sorted(MCP_VALUES));
   });
 
+  it('codecall/remote exports exactly the curated values at run time', async () => {
+    const remote = await import('../src/remote/index.js');
+    expect(sorted(Object.keys(remote))).toEqual(sorted(REMOTE_VALUES));
+  });
+
   it('both entries export exactly the curated values and types to TypeScript', { timeout: 120_000 }, () => {
-    const names = exportedNames(['src/index.ts', 'src/mcp-server/index.ts']);
+    const names = exportedNames(['src/index.ts', 'src/mcp-server/index.ts', 'src/remote/index.ts']);
+    expect(names.get('src/remote/index.ts')).toEqual(sorted([...REMOTE_VALUES, ...REMOTE_TYPES]));
     expect(names.get('src/index.ts')).toEqual(sorted([...ROOT_VALUES, ...ROOT_TYPES]));
     expect(names.get('src/mcp-server/index.ts')).toEqual(sorted([...MCP_VALUES, ...MCP_TYPES]));
   });

@@ -3,8 +3,11 @@ import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { CodecallError } from '../core/errors.js';
 import type { Limits } from '../core/limits.js';
-import { type CodecallOptions, createCodecall } from '../engine/codecall.js';
+import { type CodecallOptions, createLocalCodecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/result/format-result.js';
+import { createCodecall } from '../remote/create-codecall.js';
+import { DEFAULT_QUEUE_NAME } from '../remote/fleet-protocol.js';
+import { DEFAULT_WORKER_CONCURRENCY, startFleetWorker } from '../remote/fleet-worker.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
 import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting, readHttpToken } from './http-token.js';
 import { liveRunView } from './live-run-view.js';
@@ -25,6 +28,7 @@ commands:
   doctor                show the interpreter, the isolation available, and the limits
   serve                 serve execute_code as an MCP server on stdio (--http for Streamable HTTP)
   trace <result.json>   write a run's result (run --json) as one self-contained HTML page (-o FILE)
+  worker --redis URL    run scripts from a worker fleet's queue on Redis; their tool calls go back to the agents
 
 options:
   --config FILE         configuration file (default: ./codecall.json when present)
@@ -42,8 +46,12 @@ options:
   --host ADDRESS        serve: address to listen on with --http PORT (default 127.0.0.1)
   --token-file FILE     serve: the bearer token, from a file only this user can read (or set ${HTTP_TOKEN_ENVIRONMENT_VARIABLE})
   --allow-host NAME     serve: a further name accepted in Host and Origin (e.g. a proxy's); repeatable
-  --allow-unsandboxed   serve: run scripts without a sandbox when bubblewrap is not usable (sandbox "auto");
-                        without it serve refuses to start there
+  --allow-unsandboxed   serve, worker: run scripts without a sandbox when bubblewrap is not usable (sandbox
+                        "auto"); without it they refuse to start there
+  --redis URL           worker: the Redis (or Valkey) holding the queue, e.g. redis://queue.internal:6379
+  --queue NAME          worker: the queue to take runs from (default ${DEFAULT_QUEUE_NAME})
+  --concurrency N       worker: runs at once (default ${DEFAULT_WORKER_CONCURRENCY})
+  --pool N              worker: interpreters kept started ahead of runs (default: the configuration's pool)
   --import MODULE       doctor: import MODULE inside the sandbox and say why it fails; repeatable or comma-separated
                         (default: the notable packages found)
   -h, --help            show this help
@@ -182,6 +190,14 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
           allowedHosts: values['allow-host'],
           allowUnsandboxed: values['allow-unsandboxed'] === true,
         });
+      case 'worker':
+        return await workerCommand(options as CodecallOptions, streams, {
+          redis: values.redis,
+          queue: values.queue,
+          concurrency: values.concurrency,
+          pool: values.pool,
+          allowUnsandboxed: values['allow-unsandboxed'] === true,
+        });
       case 'trace':
         return await traceCommand(streams, {
           resultPath: positionals[1],
@@ -220,6 +236,10 @@ function parseCommandLine(argv: readonly string[]) {
       'allow-unsandboxed': { type: 'boolean' },
       import: { type: 'string', multiple: true },
       'workspace-mount': { type: 'string' },
+      redis: { type: 'string' },
+      queue: { type: 'string' },
+      concurrency: { type: 'string' },
+      pool: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -359,6 +379,81 @@ async function serveCommand(
   } finally {
     process.off('SIGINT', stopServing);
     process.off('SIGTERM', stopServing);
+  }
+}
+
+function parseCount(flag: string, text: string | undefined, minimum: number): number | undefined {
+  if (text === undefined) return undefined;
+  const value = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < minimum) {
+    throw new UsageError(`${flag} takes a whole number of at least ${minimum}, got "${text}"`);
+  }
+  return value;
+}
+
+/**
+ * `codecall worker`: takes runs from the fleet's queue until SIGINT or SIGTERM, then finishes the runs in progress.
+ * Tools, limits and the module name come from each agent; the sandbox, interpreter, pool and state folder are this
+ * machine's configuration.
+ */
+async function workerCommand(
+  options: CodecallOptions,
+  streams: CommandLineStreams,
+  worker: {
+    readonly redis: string | undefined;
+    readonly queue: string | undefined;
+    readonly concurrency: string | undefined;
+    readonly pool: string | undefined;
+    readonly allowUnsandboxed: boolean;
+  },
+): Promise<number> {
+  const redis = worker.redis ?? options.remote?.redis;
+  if (redis === undefined)
+    throw new UsageError('worker needs --redis URL (or "remote": { "redis": URL } in the configuration)');
+  const concurrency = parseCount('--concurrency', worker.concurrency, 1);
+  const poolSize = parseCount('--pool', worker.pool, 0);
+  const { sandbox, python, stateDir, env, envPassthrough, network, readOnlyPaths, sessions, outputs, pool } = options;
+  const codecallOptions = {
+    sandbox,
+    python,
+    stateDir,
+    env,
+    envPassthrough,
+    network,
+    readOnlyPaths,
+    sessions,
+    outputs,
+    pool: poolSize === undefined ? pool : { size: poolSize },
+  };
+  const probe = createLocalCodecall({ sandbox, python });
+  const isolation = await probe.isolation().finally(() => probe.close());
+  if ((sandbox ?? 'auto') === 'auto' && !worker.allowUnsandboxed && isolation === 'none') {
+    streams.stderr.write(
+      'codecall: worker refuses to run scripts without a sandbox: bubblewrap is not usable here (run codecall ' +
+        'doctor). Install bubblewrap, or pass --allow-unsandboxed (or --sandbox none) to run without one.\n',
+    );
+    return EXIT_BAD_CONFIGURATION;
+  }
+  const queue = worker.queue ?? options.remote?.queue;
+  const started = await startFleetWorker({ redis, queue, concurrency, codecall: codecallOptions });
+  let stop = (): void => {};
+  const stopped = new Promise<void>((resolve) => {
+    stop = resolve;
+  });
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  streams.stderr.write(
+    `codecall: worker ${started.id} takes runs from queue "${queue ?? DEFAULT_QUEUE_NAME}" ` +
+      `(concurrency ${concurrency ?? DEFAULT_WORKER_CONCURRENCY}, isolation ${isolation})\n`,
+  );
+  try {
+    await stopped;
+    streams.stderr.write('codecall: worker stopping: finishing the runs in progress\n');
+    await started.close();
+    return EXIT_SUCCESS;
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
   }
 }
 

@@ -216,7 +216,8 @@ export async function runDoctor(
     healthy = false;
   }
   const mode = options.sandbox ?? 'auto';
-  const codecall = createCodecall(options);
+  // Doctor looks at this machine: with a `remote` configuration, at what an agent here prepares (its tools).
+  const codecall = createCodecall({ ...options, remote: undefined });
   let runIsolation: IsolationLevel | undefined;
   try {
     try {

@@ -10,7 +10,9 @@ export type CodecallErrorCode =
   | 'CLOSED'
   | 'ABORTED'
   | 'SPAWN_FAILED'
-  | 'MCP_SERVER_FAILED';
+  | 'MCP_SERVER_FAILED'
+  | 'REMOTE_UNAVAILABLE'
+  | 'DUPLICATE_RUN';
 
 /**
  * The one base class of errors codecall throws for host-side problems (bad configuration, missing interpreter,

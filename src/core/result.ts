@@ -1,5 +1,11 @@
 import type { IsolationLevel, LimitReason } from './isolation.js';
 
+/**
+ * Why a run sent to a worker fleet ended without the worker's result: `worker_lost` (the worker died or was cut off
+ * mid-run), `queue_unavailable` (Redis could not be reached long enough to learn how the run ended).
+ */
+export type RemoteFailureReason = 'worker_lost' | 'queue_unavailable';
+
 /** How a run ended. */
 export type ExecuteStatus = 'success' | 'error' | 'timeout' | 'aborted' | 'limit';
 
@@ -82,8 +88,10 @@ export interface ExecuteResult {
    * script without a sandbox. Says why and what the script could reach.
    */
   readonly isolationWarning?: string | undefined;
-  /** Which limit stopped the run, from codecall's own bookkeeping. */
-  readonly reason?: LimitReason | undefined;
+  /** Which limit stopped the run, from codecall's own bookkeeping; or, for a remote run, why it was lost. */
+  readonly reason?: LimitReason | RemoteFailureReason | undefined;
+  /** Remote runs: the id of the worker that ran it (the last one, when a run was retried). */
+  readonly worker?: string | undefined;
   readonly artifacts?: readonly Artifact[] | undefined;
   /** Set when artifacts the script sent were dropped (bad name, count or size limit, incomplete): says which. */
   readonly artifactsNote?: string | undefined;

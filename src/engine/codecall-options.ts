@@ -104,6 +104,20 @@ export interface CodecallOptions {
    * short-lived process that may call no tool at all (the one-shot `codecall run`) starts faster without it.
    */
   readonly warmUp?: boolean;
+  /**
+   * Sends runs to a fleet of workers (`codecall worker --redis URL`) through a BullMQ queue on Redis instead of
+   * running them here; tool calls come back to this process and run here. Needs the optional packages `bullmq` and
+   * `ioredis`.
+   */
+  readonly remote?: RemoteOptions;
+}
+
+/** The `remote` option of `createCodecall`: where the fleet's queue is. */
+export interface RemoteOptions {
+  /** Redis (or Valkey) URL, e.g. `redis://queue.internal:6379`. */
+  readonly redis: string;
+  /** Name of the queue the workers take runs from (default `codecall`). */
+  readonly queue?: string;
 }
 
 /** The `sessions` option of `createCodecall`. */
@@ -155,6 +169,7 @@ export const CODECALL_OPTION_NAMES = knownKeys<keyof CodecallOptions>({
   outputs: true,
   approveToolCall: true,
   warmUp: true,
+  remote: true,
 });
 
 const SESSIONS_OPTION_NAMES = knownKeys<keyof SessionsOptions>({ maxLive: true, idleTimeoutMs: true });

@@ -12,7 +12,7 @@ import { createSandboxRunner } from '../sandbox/select-runner.js';
 import { resolveBuiltinTools } from '../tools/builtin-tool-sets.js';
 import type { RegisteredTool, ToolSource } from '../tools/registered-tool.js';
 import { createToolRegistry, registerTool } from '../tools/registry.js';
-import type { ToolModuleDescriptor } from '../tools/types.js';
+import type { ToolDescriptor, ToolModuleDescriptor } from '../tools/types.js';
 import { prepareArgumentValidator } from '../tools/validation.js';
 import type { ResolvedCodecallOptions } from './codecall-options.js';
 import type { RunEnvironment } from './launch/interpreter-launch.js';
@@ -28,6 +28,17 @@ export interface Prepared {
   readonly generated: GeneratedPythonModule;
   /** Upstream servers that could not be listed, with the reason. */
   readonly failedSources: readonly { name: string; error: string }[];
+  /** The tools of the root module and the submodules, as codegen read them (what a remote worker rebuilds). */
+  readonly toolModules: {
+    readonly tools: readonly ToolDescriptor[];
+    readonly modules: readonly ToolModuleDescriptor[];
+  };
+}
+
+/** Internal options of a preparation that the public options cannot express. */
+export interface PreparationExtras {
+  /** Tool sources given as they are (a remote worker's stand-ins for an agent's submodules). */
+  readonly toolSources?: readonly ToolSource[] | undefined;
 }
 
 /**
@@ -41,6 +52,7 @@ export class CodecallPreparation {
   readonly #staticModule: GeneratedPythonModule | undefined;
   readonly #serverNames: readonly string[];
   readonly #databaseNames: readonly string[];
+  readonly #extraSources: readonly ToolSource[];
   #directories: StateDirectories | undefined;
   #runner: Promise<SandboxRunner> | undefined;
   #sources: Promise<ToolSource[]> | undefined;
@@ -49,8 +61,9 @@ export class CodecallPreparation {
   #hostCache: { readonly directory: string | undefined } | undefined;
 
   /** @throws CodecallError `INVALID_CONFIG` / `INVALID_TOOL` / `DUPLICATE_TOOL` naming the bad tool or module name. */
-  constructor(options: ResolvedCodecallOptions) {
+  constructor(options: ResolvedCodecallOptions, extras: PreparationExtras = {}) {
     this.#options = options;
+    this.#extraSources = extras.toolSources ?? [];
     this.#staticTools = [
       ...resolveBuiltinTools({
         names: options.builtinTools,
@@ -127,12 +140,12 @@ export class CodecallPreparation {
         : import('../databases/database-tool-source.js').then((module) =>
             this.#databaseNames.map((name) => module.createDatabaseToolSource(databases[name] as ResolvedDatabase)),
           ),
-    ]).then(([servers, databaseSources]) => [...servers, ...databaseSources]);
+    ]).then(([servers, databaseSources]) => [...servers, ...databaseSources, ...this.#extraSources]);
     return this.#sources;
   }
 
   #hasSources(): boolean {
-    return this.#serverNames.length > 0 || this.#databaseNames.length > 0;
+    return this.#serverNames.length > 0 || this.#databaseNames.length > 0 || this.#extraSources.length > 0;
   }
 
   /** Closes the upstream connections made so far. */
@@ -230,6 +243,7 @@ export class CodecallPreparation {
     return {
       generated,
       failedSources: listing.failedSources,
+      toolModules: { tools: this.#staticTools.map((tool) => tool.descriptor), modules },
       environment: {
         interpreter,
         runner,

@@ -4,6 +4,7 @@ import {
   executeCodeInputSchema,
 } from '../codegen/execute-code-description.js';
 import type { GeneratedPythonModule } from '../codegen/python-module.js';
+import { CodecallError } from '../core/errors.js';
 import { type Limits, resolveCallLimits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
 import { importablePackagesOf } from '../sandbox/notable-packages.js';
@@ -15,7 +16,7 @@ import {
   resolveCodecallOptions,
   resolveSessionOptions,
 } from './codecall-options.js';
-import { CodecallPreparation, type Prepared } from './codecall-preparation.js';
+import { CodecallPreparation, type PreparationExtras, type Prepared } from './codecall-preparation.js';
 import { launchInterpreter } from './launch/interpreter-launch.js';
 import { createRunId } from './launch/run-directory.js';
 import { OutputsPruner } from './result/outputs-retention.js';
@@ -32,8 +33,10 @@ export {
   DEFAULT_MODULE_NAME,
   DEFAULT_PYTHON,
   type ExecuteOptions,
+  type RemoteOptions,
   type SessionsOptions,
 } from './codecall-options.js';
+export type { PreparationExtras, Prepared } from './codecall-preparation.js';
 export { RUNTIME_DIR } from './codecall-preparation.js';
 
 /** The `execute_code` tool as a provider-neutral definition: name, description, JSON input schema. */
@@ -77,9 +80,37 @@ export interface Codecall {
  * @throws CodecallError `INVALID_CONFIG` / `INVALID_TOOL` / `DUPLICATE_TOOL` naming the bad value.
  */
 export function createCodecall(options: CodecallOptions = {}): Codecall {
+  return createLocalCodecall(options);
+}
+
+/** What the remote layer reads of a local codecall it runs beside: the preparation of its tools. */
+const preparations = new WeakMap<Codecall, () => Promise<Prepared>>();
+
+/**
+ * The preparation of a codecall made here (its tools, their registry, the generated module): an agent answers the
+ * tool calls of its remote runs with it.
+ */
+export function preparedOf(codecall: Codecall): Promise<Prepared> {
+  const prepare = preparations.get(codecall);
+  if (prepare === undefined) throw new CodecallError('INVALID_CONFIG', 'this codecall was not made by createCodecall');
+  return prepare();
+}
+
+/**
+ * {@link createCodecall} with the internal extras a remote worker needs; runs stay on this machine.
+ * @throws CodecallError `INVALID_CONFIG` for the `remote` option: that is the root entry's `createCodecall`'s job.
+ */
+export function createLocalCodecall(options: CodecallOptions = {}, extras: PreparationExtras = {}): Codecall {
   const resolved = resolveCodecallOptions(options);
+  if (options.remote !== undefined) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      'the remote option is handled by createCodecall of the package entry (import { createCodecall } from "codecall")',
+      { option: 'remote' },
+    );
+  }
   const { limits, moduleName, network, workspaceMount } = resolved;
-  const preparation = new CodecallPreparation(resolved);
+  const preparation = new CodecallPreparation(resolved, extras);
   const tracking = new RunTracking({ maxLiveSessions: resolved.sessions.maxLive });
   const pool =
     resolved.poolSize > 0
@@ -193,5 +224,6 @@ export function createCodecall(options: CodecallOptions = {}): Codecall {
       await pruner?.close();
     },
   };
+  preparations.set(codecall, prepare);
   return codecall;
 }

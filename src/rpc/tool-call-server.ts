@@ -510,7 +510,9 @@ export class ToolCallServer {
         return;
       }
       const end =
-        this.#options.onCallEnd === undefined ? SUCCESS_WITHOUT_BYTES : { resultBytes: bytes ?? Buffer.byteLength(json) };
+        this.#options.onCallEnd === undefined
+          ? SUCCESS_WITHOUT_BYTES
+          : { resultBytes: bytes ?? Buffer.byteLength(json) };
       this.#finish(call, encodeResultReply(call.id, json), end);
       return;
     }
