@@ -35,7 +35,12 @@ describe('buffered stdout loses nothing printed before the end', () => {
     const sleeping = await codecall.execute('import time\nprint("before")\ntime.sleep(60)');
     expect(sleeping).toMatchObject({ status: 'timeout', stdout: 'before\n' });
     const spinning = await codecall.execute('print("before")\nwhile True:\n    pass');
-    expect(spinning).toMatchObject({ status: 'timeout', stdout: 'before\n' });
+    expect(spinning.stdout).toBe('before\n');
+    // A spinning script may meet its CPU limit (derived from the timeout) a moment before the wall clock.
+    expect([
+      ['timeout', 'timeout'],
+      ['limit', 'cpu'],
+    ]).toContainEqual([spinning.status, spinning.reason]);
   });
 
   it('keeps what was printed before os._exit, in the script and in a forked child, and prints a line before a fork once', async () => {
