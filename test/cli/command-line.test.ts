@@ -1,39 +1,20 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { type Completed, runToCompletion } from '../support/completed-process.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const bin = join(root, 'dist/cli/main.js');
 const demo = join(root, 'examples/batch-summary');
 const stateDir = mkdtempSync(join(tmpdir(), 'codecall-cli-test-'));
 
-interface Completed {
-  readonly status: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
 function codecall(args: readonly string[], options: { input?: string; cwd?: string } = {}): Promise<Completed> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], {
-      cwd: options.cwd ?? root,
-      env: { ...process.env, TMPDIR: stateDir },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-    child.stdin.end(options.input ?? '');
+  return runToCompletion(process.execPath, [bin, ...args], {
+    cwd: options.cwd ?? root,
+    env: { ...process.env, TMPDIR: stateDir },
+    input: options.input ?? '',
   });
 }
 

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { UNSANDBOXED_NOTE } from '../../src/codegen/execute-code-description.js';
 import type { ExecuteResult } from '../../src/core/result.js';
 import { probeSandbox } from '../../src/sandbox/bubblewrap-probe.js';
+import { type Completed, runToCompletion } from '../support/completed-process.js';
 
 /**
  * No silent loss of isolation (item 3 of issue 10), seen from the command line on a machine without a usable
@@ -59,32 +59,9 @@ function commandFor(machine: Machine, args: readonly string[]): { command: strin
   };
 }
 
-interface Completed {
-  readonly status: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
 function codecall(machine: Machine, args: readonly string[], input = ''): Promise<Completed> {
   const { command, args: commandArguments } = commandFor(machine, args);
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, commandArguments, {
-      cwd: scratch,
-      env: { ...process.env, TMPDIR: stateDir },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-    child.stdin.end(input);
-  });
+  return runToCompletion(command, commandArguments, { cwd: scratch, env: { ...process.env, TMPDIR: stateDir }, input });
 }
 
 const WARNING = /^codecall: warning: NO SANDBOX: bubblewrap is not usable here \(/;

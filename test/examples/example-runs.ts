@@ -1,8 +1,9 @@
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { type Completed, runToCompletion } from '../support/completed-process.js';
 
 /** Root of the repository: the examples are run from it, as the README's npm scripts do. */
 export const REPOSITORY_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -28,40 +29,11 @@ export function systemPythonHasMatplotlib(): boolean {
 /** A state folder of the test file's own (removed after it), so runs leave nothing in the machine's default one. */
 export const STATE_TMPDIR = mkdtempSync(join(tmpdir(), 'codecall-examples-'));
 
-/** What a finished command printed. */
-export interface Completed {
-  readonly status: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
 /** Runs `node dist/cli/main.js ...args` from the repository root, as `npm run example:*` does. */
 export function runCli(args: readonly string[]): Promise<Completed> {
-  return runProcess(process.execPath, [CLI_PATH, ...args], { TMPDIR: STATE_TMPDIR });
-}
-
-/** Runs a command to its end and collects what it printed. */
-function runProcess(
-  command: string,
-  args: readonly string[],
-  environment: Record<string, string> = {},
-): Promise<Completed> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      cwd: REPOSITORY_ROOT,
-      env: { ...process.env, ...environment },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  return runToCompletion(process.execPath, [CLI_PATH, ...args], {
+    cwd: REPOSITORY_ROOT,
+    env: { ...process.env, TMPDIR: STATE_TMPDIR },
   });
 }
 
