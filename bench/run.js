@@ -20,14 +20,13 @@ import {
   timeConcurrentSpawns,
   timeSpawn,
 } from './measure.js';
-import { measureStartup } from './startup.js';
+import { measureStartup, waitTool } from './startup.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 60);
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000);
 const CELLS = 20 * RUNS;
 const CONCURRENT_RUNS = 64;
 const PARALLEL_CALLS = 100;
-const TOOL_DELAY_MS = 100;
 const GENERATED_TOOLS = 500;
 /**
  * Pause before each warm-pool run and before its baseline, so the pool has replaced the interpreter the last run
@@ -62,18 +61,9 @@ const echo = defineTool({
   inputSchema: { type: 'object', properties: { value: {} } },
   execute: async (args) => args,
 });
-const wait = defineTool({
-  name: 'wait_100ms',
-  description: 'Answers after 100 ms.',
-  inputSchema: { type: 'object', properties: { index: { type: 'integer' } } },
-  execute: async ({ index }) => {
-    await sleep(TOOL_DELAY_MS);
-    return index;
-  },
-});
 const codecall = createCodecall({
   sandbox: 'none',
-  tools: [echo, wait],
+  tools: [echo, waitTool],
   stateDir,
   limits: { maxToolCalls: CALLS + 1_000, maxProcesses: 256 },
 });

@@ -15,12 +15,24 @@ import { median, plainJsonEchoMicroseconds, timeSpawn } from './measure.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const FIRST_SCRIPT = fileURLToPath(new URL('./first-script.js', import.meta.url));
+const TOOL_DELAY_MS = 100;
+
+/** The `wait_100ms` tool of the parallel-call rows (shared with bench/run.js). */
+export const waitTool = defineTool({
+  name: 'wait_100ms',
+  description: 'Answers after 100 ms.',
+  inputSchema: { type: 'object', properties: { index: { type: 'integer' } } },
+  execute: async ({ index }) => {
+    await sleep(TOOL_DELAY_MS);
+    return index;
+  },
+});
+
 /** Sequential echo calls of each script of the first-script figure. */
 const FIRST_SCRIPT_CALLS = 1_000;
 /** Fresh host processes of the first-script figure. */
 const FRESH_PROCESSES = 5;
 const PARALLEL_CALLS = 100;
-const TOOL_DELAY_MS = 100;
 /** Pause before each warm-pool run and its baselines, so the pool has replaced the interpreter the last run took. */
 const POOL_REFILL_PAUSE_MS = 150;
 
@@ -140,22 +152,13 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
   }
 
   if (wanted(STARTUP_FIGURES[3]) || wanted(STARTUP_FIGURES[4])) {
-    const wait = defineTool({
-      name: 'wait_100ms',
-      description: 'Answers after 100 ms.',
-      inputSchema: { type: 'object', properties: { index: { type: 'integer' } } },
-      execute: async ({ index }) => {
-        await sleep(TOOL_DELAY_MS);
-        return index;
-      },
-    });
     const pooled = createCodecall({
       sandbox: 'none',
-      tools: [wait],
+      tools: [waitTool],
       stateDir: join(stateDir, 'pool'),
       pool: { size: 2 },
     });
-    const plain = createCodecall({ sandbox: 'none', tools: [wait], stateDir: join(stateDir, 'pool') });
+    const plain = createCodecall({ sandbox: 'none', tools: [waitTool], stateDir: join(stateDir, 'pool') });
     const session = plain.session();
     await pooled.execute('print(1)');
     await session.execute('counter = 0');
