@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -7,6 +7,7 @@ import type { RunEvent } from '../../src/engine/supervise/run-events.js';
 import { OUTPUT_DRAIN_MS } from '../../src/engine/supervise/supervisor.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
+import { processesIn } from '../support/processes-in.js';
 
 const codecallWith = useCodecalls();
 const folders: string[] = [];
@@ -86,20 +87,6 @@ function busyOnStderr(flags: string): (event: RunEvent) => void {
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, BUSY_HOST_MS);
     }
   };
-}
-
-/** Pids of processes whose working directory lies under `folder`. */
-function processesIn(folder: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readlinkSync(`/proc/${entry}/cwd`).startsWith(folder)) pids.push(Number(entry));
-    } catch {
-      // Gone, or not ours to read.
-    }
-  }
-  return pids;
 }
 
 describe('the output of a run on a busy host', () => {

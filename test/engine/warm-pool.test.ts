@@ -1,27 +1,14 @@
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CodecallError } from '../../src/core/errors.js';
 import { createCodecall } from '../../src/engine/codecall.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
+import { processesIn } from '../support/processes-in.js';
 import { add, sleep } from '../support/sample-tools.js';
 
 const codecallWith = useCodecalls();
-
-/** Pids of processes whose working directory lies under `folder`. */
-function processesIn(folder: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readlinkSync(`/proc/${entry}/cwd`).startsWith(folder)) pids.push(Number(entry));
-    } catch {
-      // Gone, or not ours to read.
-    }
-  }
-  return pids;
-}
 
 describe('the warm pool', () => {
   it('validates pool.size', () => {
