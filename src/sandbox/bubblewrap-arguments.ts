@@ -57,12 +57,14 @@ const USR_COMPANIONS = ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32'] as con
 /**
  * Files of /etc a Python script needs: the dynamic linker's cache, the time zone, name resolution basics, and Debian's
  * alternatives (shared libraries such as libblas.so.3, which numpy and matplotlib load, are links through it) and
- * Debian's matplotlibrc (its matplotlib does not start without it).
+ * Debian's matplotlibrc (its matplotlib does not start without it), and fontconfig's configuration (without it,
+ * matplotlib's font search prints "Fontconfig error" on stderr and scans every font on each run).
  */
 export const ETC_FILES: readonly string[] = Object.freeze([
   '/etc/ld.so.cache',
   '/etc/alternatives',
   '/etc/matplotlibrc',
+  '/etc/fonts',
   '/etc/localtime',
   '/etc/hosts',
   '/etc/nsswitch.conf',

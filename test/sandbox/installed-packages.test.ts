@@ -38,7 +38,7 @@ function createVirtualEnvironment(): string {
 
 describe.skipIf(!bubblewrapUsable)('installed packages inside bubblewrap', () => {
   it.skipIf(matplotlibReason !== undefined)(
-    "imports Debian's matplotlib (shared libraries through /etc/alternatives) and draws a chart",
+    "imports Debian's matplotlib (shared libraries through /etc/alternatives) and draws a chart, fonts found",
     async () => {
       const codecall = codecallWith({ python: SYSTEM_PYTHON, workspaceMount: 'none' });
       const result = await codecall.execute(
@@ -56,6 +56,8 @@ describe.skipIf(!bubblewrapUsable)('installed packages inside bubblewrap', () =>
       );
       expect(result.error).toBeUndefined();
       expect(result).toMatchObject({ status: 'success', stdout: 'True\n', isolation: 'bubblewrap' });
+      // Fontconfig's configuration is there: no "Fontconfig error" on stderr.
+      expect(result.stderr).toBe('');
       expect(await codecall.describe()).toMatch(/Installed besides the Python standard library: [^.]*matplotlib/);
     },
     60_000,
