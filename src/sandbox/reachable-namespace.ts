@@ -16,8 +16,8 @@ import { findTool, outermostBlockingAncestor } from './staging-namespace.js';
  * never touched, and the namespace lives as long as the descriptor codecall holds.
  */
 
-/** How long making the namespace may take. */
-const NAMESPACE_TIMEOUT_MS = 10_000;
+/** How long making the namespace may take (generous: under a saturated CPU it has been seen past 10 s). */
+const NAMESPACE_TIMEOUT_MS = 30_000;
 /** Size of each covering tmpfs: it holds only the empty directories the binds need. */
 const COVER_TMPFS_BYTES = 64 * 1024;
 const OTHERS_EXECUTE = 0o001;

@@ -14,8 +14,8 @@ import { holdMountNamespace } from './mount-namespace-holder.js';
  * reach; runs enter it with `nsenter --mount` before starting bwrap. It lives as long as the descriptor we hold.
  */
 
-/** How long making the staging namespace may take. */
-const STAGING_TIMEOUT_MS = 10_000;
+/** How long making the staging namespace may take (generous: under a saturated CPU it has been seen past 10 s). */
+const STAGING_TIMEOUT_MS = 30_000;
 interface PermissionBits {
   readonly owner: number;
   readonly group: number;
