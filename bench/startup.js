@@ -58,10 +58,12 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
     print('first script of a fresh process…');
     const ratios = [];
     const firsts = [];
+    const secondsAndThirds = [];
     const fourths = [];
     for (let round = 0; round < FRESH_PROCESSES; round += 1) {
       const perCall = await nodeJson(FIRST_SCRIPT, [join(stateDir, 'first'), String(FIRST_SCRIPT_CALLS), '4']);
       firsts.push(perCall[0]);
+      secondsAndThirds.push((perCall[1] + perCall[2]) / 2);
       fourths.push(perCall[3]);
       ratios.push(perCall[0] / perCall[3]);
     }
@@ -73,6 +75,15 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
       baselineName: 'fourth script of the same process',
       target: '≤ 1.3× baseline (median of per-process ratios)',
       met: median(ratios) <= 1.3,
+    });
+    // V8 optimises the tool-call path over the first few thousand calls of a process, compiling on other threads
+    // while scripts run: a change that only moves that cost out of the first script shows here.
+    rows.push({
+      figure: `${FIRST_SCRIPT_CALLS} echo calls, second and third scripts of a fresh process, per call`,
+      unit: 'µs',
+      value: median(secondsAndThirds),
+      baseline: median(fourths),
+      baselineName: 'fourth script of the same process',
     });
   }
 
