@@ -208,7 +208,7 @@ export class Supervisor {
       tools: options.tools,
       runId: process.runId,
       // A folder only the host writes (never the script's artifacts directory): calls come only while one runs.
-      artifactsDir: () => this.#current?.options.artifactsFolder ?? '',
+      artifactsDir: () => this.#current?.artifacts.folderForTools() ?? '',
       maxToolCalls: limits.maxToolCalls,
       toolCallTimeoutMs: limits.toolCallTimeoutMs,
       maxFrameBytes: limits.maxFrameBytes,
