@@ -134,6 +134,18 @@ describe('ArtifactSink', () => {
     expect(readFileSync(outside, 'utf8')).toBe('canary');
   });
 
+  it('lists the files of its folder only once the folder was handed to a tool', async () => {
+    const folder = newFolder();
+    mkdirSync(folder, { mode: 0o700 });
+    writeFileSync(join(folder, 'saved.png'), 'png');
+    expect((await new ArtifactSink({ folder }).finish()).artifacts).toEqual([]);
+    const handedOut = new ArtifactSink({ folder });
+    expect(handedOut.folderForTools()).toBe(folder);
+    expect((await handedOut.finish()).artifacts).toEqual([
+      { path: join(folder, 'saved.png'), mimeType: 'image/png', bytes: 3 },
+    ]);
+  });
+
   it('ignores frames once finished', async () => {
     const folder = newFolder();
     const sink = new ArtifactSink({ folder });

@@ -14,6 +14,7 @@ import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { WorkspaceMount } from '../../src/core/workspace-mount.js';
 import { formatResultForModel } from '../../src/engine/result/format-result.js';
+import { defineTool } from '../../src/tools/define-tool.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
 
 const codecallWith = useCodecalls();
@@ -219,6 +220,42 @@ describe('artifacts of session cells', () => {
     expect(unchanged.stdout).toBe('still here\n');
     await session.close();
     canary.check();
+  });
+});
+
+describe('files a tool saves in its artifacts folder', () => {
+  const saveFile = defineTool({
+    name: 'save_file',
+    description: 'Saves a file where the caller receives it as an artifact.',
+    inputSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+    execute: ({ name }: { name: string }, context) => {
+      mkdirSync(context.artifactsDir, { recursive: true, mode: 0o700 });
+      writeFileSync(join(context.artifactsDir, name), `saved by the tool as ${name}`);
+      return name;
+    },
+  });
+
+  it.each([
+    ['a cold run', 0],
+    ['a pooled run', 1],
+  ])('come back as artifacts of %s', async (_name, size) => {
+    const codecall = codecallWith({ tools: [saveFile], pool: { size } });
+    const result = await codecall.execute('from tools import save_file\nprint(save_file(name="chart.png"))');
+    expect(result).toMatchObject({ status: 'success', stdout: 'chart.png\n' });
+    expect(namesOf(result)).toEqual(['chart.png']);
+    expect(readFileSync(result.artifacts?.[0]?.path ?? '', 'utf8')).toBe('saved by the tool as chart.png');
+    const without = await codecall.execute('print(1)');
+    expect(without.artifacts ?? []).toEqual([]);
+  });
+
+  it('come back with the cell whose call saved them', async () => {
+    const session = codecallWith({ tools: [saveFile] }).session();
+    expect(namesOf(await session.execute('x = 1'))).toEqual([]);
+    const saving = await session.execute('from tools import save_file\nsave_file(name="one.txt")');
+    expect(namesOf(saving)).toEqual(['one.txt']);
+    expect(namesOf(await session.execute('x += 1'))).toEqual([]);
+    expect(namesOf(await session.execute('save_file(name="two.txt")'))).toEqual(['two.txt']);
+    await session.close();
   });
 });
 

@@ -106,6 +106,8 @@ export class ArtifactSink {
   #overSize = 0;
   #incomplete = 0;
   #closed = false;
+  /** The folder was handed to a tool call: the tool may have saved files there. */
+  #handedToTools = false;
 
   constructor(options: ArtifactSinkOptions) {
     this.#folder = options.folder;
@@ -163,6 +165,15 @@ export class ArtifactSink {
     }
   }
 
+  /**
+   * The folder, for a tool call of this run or cell to save files in (found by {@link finish}). Only a folder handed
+   * out is looked at: a run whose tools never got it has nothing there but what its frames wrote.
+   */
+  folderForTools(): string {
+    this.#handedToTools = true;
+    return this.#folder;
+  }
+
   /** No more frames: waits for the writes, removes what is incomplete, and says what was kept and dropped. */
   async finish(): Promise<ReceivedArtifacts> {
     this.#closed = true;
@@ -186,9 +197,10 @@ export class ArtifactSink {
    * the script's, so listing it follows nothing the script controls.
    */
   async #addToolFiles(): Promise<void> {
+    if (!this.#handedToTools) return;
     let names: string[];
     try {
-      // Synchronous: one failed lookup of a folder that usually does not exist, on every run's critical path.
+      // Synchronous: one lookup of a folder that often does not exist (the tools saved nothing).
       names = readdirSync(this.#folder);
     } catch {
       return;

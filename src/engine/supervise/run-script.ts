@@ -48,13 +48,13 @@ export async function runScript(
     mode: 'cold',
     script: code,
   });
-  return superviseRun(environment, launched, options, startedAt, undefined);
+  return superviseRun(environment, launched, options, startedAt, false);
 }
 
 /**
  * Runs one script in a warm-pool interpreter (started with `launchInterpreter` in `pooled` mode with the same
- * launch limits): `$run` hands the script over (the boot writes it to its file) as the channel, captures and timers
- * start, and the run goes on exactly like a cold one. The interpreter is used for this run only.
+ * launch limits): `$run` hands the script over (the boot writes it to its file), then the channel, captures and
+ * timers start, and the run goes on exactly like a cold one. The interpreter is used for this run only.
  */
 export async function runPooledScript(
   environment: RunEnvironment,
@@ -69,7 +69,10 @@ export async function runPooledScript(
     else await cleanup;
     throw new CodecallAbortError(options.signal.reason);
   }
-  return superviseRun(environment, launched, options, startedAt, runFrame(code));
+  // The script first: the interpreter takes a while to wake up, and its supervision is set up meanwhile, in this same
+  // tick, before any of its output or calls can be read.
+  launched.channel.write(runFrame(code));
+  return superviseRun(environment, launched, options, startedAt, true);
 }
 
 /** A one-shot interpreter's one run, supervised with the kill policy; its result; its release. */
@@ -78,7 +81,7 @@ async function superviseRun(
   launched: LaunchedInterpreter,
   options: RunOptions,
   startedAt: number,
-  handOver: string | undefined,
+  handedOver: boolean,
 ): Promise<ExecuteResult> {
   try {
     const { limits } = options;
@@ -91,7 +94,7 @@ async function superviseRun(
       fullOutputPath: outputPaths.stdout,
       artifactsFolder: outputPaths.artifacts,
       stopPolicy: killPolicy(launched),
-      handOver,
+      handedOver,
       signal: options.signal,
       onStart: options.onStart,
       events,

@@ -91,8 +91,13 @@ export interface SuperviseOptions {
   readonly artifactsFolder: string;
   /** How to stop it early: the one point where a run and a cell differ. */
   readonly stopPolicy: StopPolicy;
-  /** The frame that hands the code over (`$run`, `$cell`), written first; none for a cold run (its file has it). */
+  /** The frame that hands the code over (`$cell`), written first; none for a cold run (its file has it). */
   readonly handOver?: string | undefined;
+  /**
+   * The caller wrote the frame that hands the code over (a pooled run's `$run`) in this same tick, just before: the
+   * channel, paused since the interpreter said it was ready, is resumed once the supervision listens.
+   */
+  readonly handedOver?: boolean | undefined;
   /**
    * The cell this is: it ends at that cell's `$cell_done` once its output is complete, and the interpreter lives on.
    * Without it this is the interpreter's one run, which ends at the boot's `$done` or the interpreter's exit.
@@ -208,7 +213,7 @@ export class Supervisor {
       tools: options.tools,
       runId: process.runId,
       // A folder only the host writes (never the script's artifacts directory): calls come only while one runs.
-      artifactsDir: () => this.#current?.options.artifactsFolder ?? '',
+      artifactsDir: () => this.#current?.artifacts.folderForTools() ?? '',
       maxToolCalls: limits.maxToolCalls,
       toolCallTimeoutMs: limits.toolCallTimeoutMs,
       maxFrameBytes: limits.maxFrameBytes,
@@ -306,7 +311,7 @@ export class Supervisor {
     options.signal?.addEventListener('abort', onAbort, { once: true });
     options.onStart?.((reason) => this.#stop(current, reason));
     // A pooled interpreter's channel was paused after `$ready`; the server listens now, so nothing is lost.
-    if (options.handOver !== undefined) process.channel.resume();
+    if (options.handOver !== undefined || options.handedOver === true) process.channel.resume();
     if (process.exit !== undefined) this.#settle(current, { exit: process.exit, reported: false });
     this.#checkOutputEnded();
 
