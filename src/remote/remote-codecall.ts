@@ -91,6 +91,8 @@ interface RemoteRun {
   toolCalls: number;
   /** Heartbeats in a row its worker's liveness key was missing. */
   missedBeats: number;
+  /** A check of the queue found the job completed while its result message had not come yet. */
+  completedSeen: boolean;
   readonly startedAt: number;
   readonly toolController: AbortController;
   abortRequested: boolean;
@@ -245,6 +247,7 @@ class FleetAgent {
         isolation: undefined,
         toolCalls: 0,
         missedBeats: 0,
+        completedSeen: false,
         startedAt: performance.now(),
         toolController: new AbortController(),
         abortRequested: false,
@@ -420,6 +423,7 @@ class FleetAgent {
     run.jobId = `${run.runId}.attempt${run.attempt}`;
     run.worker = undefined;
     run.missedBeats = 0;
+    run.completedSeen = false;
     const manifest = this.#manifest?.hash ?? '';
     void this.#enqueue(connection, run, manifest).catch((error: unknown) =>
       this.#fail(run, 'queue_unavailable', `the run could not be submitted again: ${errorMessage(error)}`),
@@ -518,6 +522,12 @@ class FleetAgent {
       const state = await queue.getJobState(jobId);
       if (run.settled || run.jobId !== jobId) continue;
       if (state === 'completed') {
+        // The worker sends its result message before it completes the job, and only the message carries the
+        // artifacts: the kept reply is taken on the next check, once the message has had time to come.
+        if (!run.completedSeen) {
+          run.completedSeen = true;
+          continue;
+        }
         const job = await queue.getJob(jobId);
         const reply = job?.returnvalue as WorkerReply | undefined;
         if (reply !== undefined && reply !== null) this.#settle(run, reply);
