@@ -475,7 +475,12 @@ class FleetAgent {
     let lastContact = performance.now();
     let beating = false;
     connection.heartbeat = setInterval(() => {
-      if (beating) return;
+      if (beating) {
+        // A long check of many runs in flight must not let this agent's liveness key expire: workers would take the
+        // agent for gone and skip or stop its runs.
+        void connection.command.set(this.keys.agentAlive(this.id), '1', 'PX', HEARTBEAT_TTL_MS).catch(() => {});
+        return;
+      }
       beating = true;
       beats += 1;
       void this.#beat(connection, beats % RECONCILE_EVERY_BEATS === 0)
