@@ -37,8 +37,9 @@ export async function packArtifacts(
   let overBound = 0;
   const unreadable: string[] = [];
   for (const artifact of listed) {
-    const data = await readRegularFile(artifact.path, Math.max(room, 0));
+    const data = await readRegularFile(artifact.path, room);
     if (typeof data === 'string') {
+      // The reader's refusal of a file over the cap: here the cap is what is left of the bound.
       if (data.startsWith('larger than')) overBound += 1;
       else unreadable.push(`${basename(artifact.path)} (${data})`);
     } else {
