@@ -3,7 +3,7 @@ import type { IsolationLevel } from '../core/isolation.js';
 import type { Limits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
 import type { RunEvent } from '../engine/supervise/run-events.js';
-import type { SentArtifact } from './artifact-transfer.js';
+import type { SentArtifact, SentFullOutput } from './artifact-transfer.js';
 
 /** Queue name when the `remote` option names none. */
 export const DEFAULT_QUEUE_NAME = 'codecall';
@@ -146,6 +146,8 @@ export interface WorkerReply {
   readonly result?: ExecuteResult | undefined;
   /** The result's artifacts, read on the worker: the agent writes them into its own folder and lists them. */
   readonly artifacts?: readonly SentArtifact[] | undefined;
+  /** The full stdout file of a truncated output, read on the worker: the agent writes it where a local run would. */
+  readonly fullOutput?: SentFullOutput | undefined;
   /** The run was aborted: `result` is the aborted run's result (absent when it never started). */
   readonly aborted?: boolean | undefined;
   /** A host-side failure on the worker (bad manifest, interpreter missing): thrown on the agent as a CodecallError. */

@@ -9,7 +9,7 @@ import type { RunEvent } from '../engine/supervise/run-events.js';
 import type { CodecallSession } from '../engine/supervise/session.js';
 import { ToolCallDeniedError } from '../tools/tool-approval.js';
 import type { ToolContext } from '../tools/types.js';
-import { packArtifacts } from './artifact-transfer.js';
+import { packRunFiles, withoutFileData } from './artifact-transfer.js';
 import { loadFleetPackages } from './fleet-packages.js';
 import {
   checkFleetAddress,
@@ -70,25 +70,21 @@ export interface FleetWorker {
   close(): Promise<void>;
 }
 
-/** The reply of a run that ended with `result`, its artifacts read for the agent (see {@link packArtifacts}). */
-async function replyWithArtifacts(
+/**
+ * The reply of a run that ended with `result`, its full output and artifacts read for the agent (see
+ * {@link packRunFiles}).
+ */
+async function replyWithFiles(
   result: ExecuteResult,
   reply: { readonly worker: string; readonly aborted?: true },
 ): Promise<WorkerReply> {
-  const packed = await packArtifacts({ ...result, worker: reply.worker }, reply.worker);
-  return { ...reply, result: packed.result, ...(packed.artifacts.length > 0 ? { artifacts: packed.artifacts } : {}) };
-}
-
-/**
- * The reply as the queue keeps it (for an agent whose result message was lost): without the artifacts' bytes, which
- * would stay in Redis for as long as finished jobs do.
- */
-function withoutArtifactData(reply: WorkerReply): WorkerReply {
-  if (reply.artifacts === undefined || reply.result === undefined) return reply;
-  const { artifacts, ...rest } = reply;
-  const note = `${artifacts.length} artifact(s) were sent only with the worker's result message, which did not arrive`;
-  const artifactsNote = reply.result.artifactsNote === undefined ? note : `${reply.result.artifactsNote}; ${note}`;
-  return { ...rest, result: { ...reply.result, artifactsNote } };
+  const packed = await packRunFiles({ ...result, worker: reply.worker }, reply.worker);
+  return {
+    ...reply,
+    result: packed.result,
+    ...(packed.artifacts.length > 0 ? { artifacts: packed.artifacts } : {}),
+    ...(packed.fullOutput !== undefined ? { fullOutput: packed.fullOutput } : {}),
+  };
 }
 
 /** A job this worker is running. */
@@ -336,13 +332,13 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
       const started = { type: 'started', job: jobId, worker: id, isolation };
       await sendMail(command, keys.agentMailbox(data.agent), JSON.stringify(started));
       const result = await run(job, data, codecall);
-      reply = result === undefined ? { worker: id } : await replyWithArtifacts(result, { worker: id });
+      reply = result === undefined ? { worker: id } : await replyWithFiles(result, { worker: id });
     } catch (error) {
       if (error instanceof CodecallAbortError) {
         reply =
           error.result === undefined
             ? { worker: id, aborted: true }
-            : await replyWithArtifacts(error.result, { worker: id, aborted: true });
+            : await replyWithFiles(error.result, { worker: id, aborted: true });
       } else {
         const code = error instanceof CodecallError ? error.code : 'SPAWN_FAILED';
         reply = { worker: id, error: { code, message: errorMessage(error) } };
@@ -355,7 +351,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
     await sendMail(command, keys.agentMailbox(data.agent), JSON.stringify({ type: 'result', job: jobId, reply })).catch(
       () => {},
     );
-    return withoutArtifactData(reply);
+    return withoutFileData(reply);
   };
 
   const workerOptions = {

@@ -14,13 +14,14 @@ import {
   type Prepared,
   preparedOf,
 } from '../engine/codecall.js';
+import { outputPathsOf } from '../engine/result/finish-result.js';
 import { OutputsPruner, type OutputsRetention, resolveOutputsRetention } from '../engine/result/outputs-retention.js';
 import { checkCode } from '../engine/supervise/check-code.js';
 import type { RunEventListener } from '../engine/supervise/run-events.js';
 import type { CellOptions, CodecallSession, SessionOptions } from '../engine/supervise/session.js';
 import { type ApproveToolCall, askApproval, ToolCallDeniedError } from '../tools/tool-approval.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
-import { artifactEvents, unpackArtifacts } from './artifact-transfer.js';
+import { artifactEvents, unpackRunFiles } from './artifact-transfer.js';
 import { loadFleetPackages } from './fleet-packages.js';
 import {
   ABORT_GRACE_MS,
@@ -314,11 +315,14 @@ class FleetAgent {
     if (worker.result !== undefined) {
       this.#prepared ??= preparedOf(this.#local);
       const { environment } = await this.#prepared;
-      const folder = join(environment.outputRoot, remoteRunFolder(runId));
       this.#pruner ??= new OutputsPruner(environment.outputRoot, this.#outputsRetention);
       this.#pruner.schedule();
-      const result = await unpackArtifacts(worker.result, 'failure' in reply ? undefined : reply.artifacts, folder);
-      const { artifacts: _sent, ...rest } = worker;
+      const result = await unpackRunFiles(
+        worker.result,
+        'failure' in reply ? {} : reply,
+        outputPathsOf(environment.outputRoot, remoteRunFolder(runId)),
+      );
+      const { artifacts: _sent, fullOutput: _sentOutput, ...rest } = worker;
       worker = { ...rest, result };
       for (const event of artifactEvents(result)) emit(submission.onEvent, event);
       emit(submission.onEvent, { type: 'run-end', result });
@@ -838,8 +842,8 @@ class RemoteSession implements CodecallSession {
 }
 
 /**
- * The folder below the agent's output root that holds a remote run's artifacts: those its worker sent home and the
- * files its tool calls saved here.
+ * The name below the agent's output root of a remote run's files: the folder of its artifacts (those its worker sent
+ * home and the files its tool calls saved here) and, beside it, `<name>-stdout.txt`, its full output.
  */
 function remoteRunFolder(runId: string): string {
   return `remote-${runId}`;

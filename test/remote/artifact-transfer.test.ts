@@ -15,7 +15,12 @@ import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artifact, ExecuteResult } from '../../src/core/result.js';
 import { createCodecall } from '../../src/index.js';
-import { MAX_SENT_ARTIFACT_BYTES, packArtifacts, unpackArtifacts } from '../../src/remote/artifact-transfer.js';
+import {
+  MAX_SENT_ARTIFACT_BYTES,
+  packRunFiles,
+  unpackRunFiles,
+  withoutFileData,
+} from '../../src/remote/artifact-transfer.js';
 import { type FleetWorker, startFleetWorker } from '../../src/remote/index.js';
 import { findRedisServer, type RedisServer, startRedisServer } from '../support/redis-fleet.js';
 
@@ -44,6 +49,15 @@ function resultWith(artifacts: readonly Artifact[]): ExecuteResult {
 
 const listed = (path: string, mimeType = 'text/plain'): Artifact => ({ path, mimeType, bytes: 0 });
 
+/** A result whose stdout was truncated, its full output saved at `path`, with the notice the engine writes. */
+function truncatedResult(path: string, artifacts: readonly Artifact[] = []): ExecuteResult {
+  return {
+    ...resultWith(artifacts),
+    stdout: `head\n[… 10 bytes omitted: kept the first 5 and the last 5 of 20 bytes; the complete output is in ${path} …]\ntail\n`,
+    stdoutTruncated: { keptBytes: 10, totalBytes: 20, fullOutputPath: path },
+  };
+}
+
 describe('a worker packing the artifacts of a run', () => {
   it('sends regular files only: a link, a FIFO, a missing file stay behind and are named; the copies are removed', async () => {
     const worker = folder();
@@ -51,7 +65,7 @@ describe('a worker packing the artifacts of a run', () => {
     writeFileSync(join(worker, 'real.txt'), 'real');
     symlinkSync('/etc/passwd', join(worker, 'passwd.txt'));
     execFileSync('mkfifo', [join(worker, 'pipe.png')]);
-    const packed = await packArtifacts(
+    const packed = await packRunFiles(
       resultWith(['real.txt', 'passwd.txt', 'pipe.png', 'gone.txt'].map((name) => listed(join(worker, name)))),
       'worker-1',
     );
@@ -72,7 +86,7 @@ describe('a worker packing the artifacts of a run', () => {
     truncateSync(join(worker, 'first.bin'), MAX_SENT_ARTIFACT_BYTES / 2);
     truncateSync(join(worker, 'second.bin'), MAX_SENT_ARTIFACT_BYTES / 2 + 1);
     truncateSync(join(worker, 'huge.bin'), 4 * MAX_SENT_ARTIFACT_BYTES);
-    const packed = await packArtifacts(
+    const packed = await packRunFiles(
       {
         ...resultWith(names.map((name) => listed(join(worker, name)))),
         artifactsNote: 'artifacts dropped: 1 incomplete',
@@ -81,27 +95,144 @@ describe('a worker packing the artifacts of a run', () => {
     );
     expect(packed.artifacts.map((artifact) => artifact.name)).toEqual(['first.bin', 'small.txt']);
     expect(packed.result.artifactsNote).toBe(
-      `artifacts dropped: 1 incomplete; 2 artifact(s) not sent home from worker worker-2: over the ${MAX_SENT_ARTIFACT_BYTES} bytes a remote run's artifacts may total`,
+      `artifacts dropped: 1 incomplete; 2 artifact(s) not sent home from worker worker-2: over the ${MAX_SENT_ARTIFACT_BYTES} bytes a remote run may send`,
     );
+  });
+});
+
+describe('a worker packing the full output of a truncated run', () => {
+  it('sends it first, within the same bound as the artifacts, and removes its copy', async () => {
+    const worker = folder();
+    const output = join(worker, 'run-stdout.txt');
+    writeFileSync(output, 'x');
+    truncateSync(output, MAX_SENT_ARTIFACT_BYTES / 2);
+    writeFileSync(join(worker, 'fits.txt'), 'fits');
+    writeFileSync(join(worker, 'half.bin'), 'x');
+    truncateSync(join(worker, 'half.bin'), MAX_SENT_ARTIFACT_BYTES / 2);
+    const packed = await packRunFiles(
+      truncatedResult(output, [listed(join(worker, 'fits.txt')), listed(join(worker, 'half.bin'))]),
+      'worker-3',
+    );
+    expect(packed.fullOutput?.workerPath).toBe(output);
+    expect(Buffer.from(packed.fullOutput?.data ?? '', 'base64').length).toBe(MAX_SENT_ARTIFACT_BYTES / 2);
+    expect(packed.artifacts.map((artifact) => artifact.name)).toEqual(['fits.txt']);
+    expect(packed.result.stdoutTruncated).toEqual({ keptBytes: 10, totalBytes: 20 });
+    expect(packed.result.artifactsNote).toBe(
+      `1 artifact(s) not sent home from worker worker-3: over the ${MAX_SENT_ARTIFACT_BYTES} bytes a remote run may send`,
+    );
+    expect(readdirSync(worker)).toEqual([]);
+  });
+
+  it('over the bound, or not a regular file, is not sent: the field is absent, the note and the notice say why', async () => {
+    const worker = folder();
+    const huge = join(worker, 'huge-stdout.txt');
+    writeFileSync(huge, 'x');
+    truncateSync(huge, MAX_SENT_ARTIFACT_BYTES + 1);
+    const over = await packRunFiles(truncatedResult(huge), 'worker-4');
+    const why = `was not sent home from worker worker-4 (over the ${MAX_SENT_ARTIFACT_BYTES} bytes a remote run may send)`;
+    expect(over.fullOutput).toBeUndefined();
+    expect(over.result.stdoutTruncated).toEqual({
+      keptBytes: 10,
+      totalBytes: 20,
+      fullOutputNote: `the full output ${why}`,
+    });
+    expect(over.result.stdout).toBe(
+      `head\n[… 10 bytes omitted: kept the first 5 and the last 5 of 20 bytes; the complete output ${why} …]\ntail\n`,
+    );
+    const linked = join(worker, 'linked-stdout.txt');
+    symlinkSync('/etc/passwd', linked);
+    const link = await packRunFiles(truncatedResult(linked), 'worker-4');
+    expect(link.fullOutput).toBeUndefined();
+    expect(link.result.stdoutTruncated?.fullOutputNote).toBe(
+      'the full output was not sent home from worker worker-4 (no longer available)',
+    );
+    expect(link.result.stdout).not.toContain(worker);
+    expect(readdirSync(worker)).toEqual([]);
+    expect(existsSync('/etc/passwd')).toBe(true);
+  });
+});
+
+describe('the reply a queue keeps', () => {
+  it('carries no bytes of the files, and says they went only with the result message', () => {
+    const workerPath = '/worker/outputs/run-stdout.txt';
+    const reply = withoutFileData({
+      worker: 'worker-5',
+      result: { ...truncatedResult(workerPath), stdoutTruncated: { keptBytes: 10, totalBytes: 20 } },
+      fullOutput: { workerPath, data: 'eA==' },
+      artifacts: [{ name: 'x.txt', mimeType: 'text/plain', data: 'eA==' }],
+    });
+    const lost = "only with the worker's result message, which did not arrive";
+    expect(Object.keys(reply).sort()).toEqual(['result', 'worker']);
+    expect(reply.result?.stdoutTruncated).toEqual({
+      keptBytes: 10,
+      totalBytes: 20,
+      fullOutputNote: `the full output was sent ${lost}`,
+    });
+    expect(reply.result?.stdout).toContain(`; the complete output was sent ${lost} …]`);
+    expect(reply.result?.artifactsNote).toBe(`1 artifact(s) were sent ${lost}`);
+  });
+});
+
+describe('an agent unpacking the full output a worker sent', () => {
+  it('writes it where a local run would and names it in the field and the notice', async () => {
+    const agent = join(folder(), 'remote-run');
+    const stdoutPath = `${agent}-stdout.txt`;
+    const result = await unpackRunFiles(
+      truncatedResult('/worker/outputs/run-stdout.txt'),
+      {
+        fullOutput: { workerPath: '/worker/outputs/run-stdout.txt', data: Buffer.from('all of it').toString('base64') },
+      },
+      { artifacts: agent, stdout: stdoutPath },
+    );
+    expect(result.stdoutTruncated).toEqual({ keptBytes: 10, totalBytes: 20, fullOutputPath: stdoutPath });
+    expect(readFileSync(stdoutPath, 'utf8')).toBe('all of it');
+    expect(result.stdout).toContain(`; the complete output is in ${stdoutPath} …]`);
+    expect(result.stdout).not.toContain('/worker/');
+  });
+
+  it('never writes through a file or link already there, and keeps nothing malformed', async () => {
+    const base = folder();
+    const target = join(base, 'target.txt');
+    writeFileSync(target, 'untouched');
+    const stdoutPath = join(base, 'remote-run-stdout.txt');
+    symlinkSync(target, stdoutPath);
+    const sent = { workerPath: '/worker/run-stdout.txt', data: Buffer.from('forged').toString('base64') };
+    const paths = { artifacts: join(base, 'remote-run'), stdout: stdoutPath };
+    const linked = await unpackRunFiles(truncatedResult(sent.workerPath), { fullOutput: sent }, paths);
+    expect(readFileSync(target, 'utf8')).toBe('untouched');
+    expect(linked.stdoutTruncated?.fullOutputPath).toBeUndefined();
+    expect(linked.stdoutTruncated?.fullOutputNote).toMatch(/^the full output was not kept: it could not be written/);
+    const malformed = await unpackRunFiles(
+      truncatedResult(sent.workerPath),
+      { fullOutput: { ...sent, data: 'not base64!' } },
+      { ...paths, stdout: join(base, 'other-stdout.txt') },
+    );
+    expect(malformed.stdoutTruncated?.fullOutputNote).toBe(
+      'the full output was not kept: the worker sent it malformed',
+    );
+    expect(malformed.stdout).not.toContain('/worker/');
+    expect(existsSync(join(base, 'other-stdout.txt'))).toBe(false);
   });
 });
 
 describe('an agent unpacking the artifacts a worker sent', () => {
   it('writes them into its own folder with checked, unique names, and lists them as a local run does', async () => {
     const agent = join(folder(), 'remote-run');
-    const result = await unpackArtifacts(
+    const result = await unpackRunFiles(
       resultWith([listed('/worker/path/x.txt')]),
-      [
-        { name: 'x.txt', mimeType: 'text/plain', data: 'b25l' },
-        { name: 'x.txt', mimeType: 'text/plain', data: 'dHdv' },
-        { name: '../escape.txt', mimeType: 'text/plain', data: 'eA==' },
-        { name: '/etc/forged.txt', mimeType: 'text/plain', data: 'eA==' },
-        { name: '.hidden', mimeType: 'text/plain', data: 'eA==' },
-        { name: 'bad.bin', mimeType: 'text/plain', data: 'not base64!' },
-        { name: 'number.bin', mimeType: 'text/plain', data: 5 },
-        'not an object',
-      ],
-      agent,
+      {
+        artifacts: [
+          { name: 'x.txt', mimeType: 'text/plain', data: 'b25l' },
+          { name: 'x.txt', mimeType: 'text/plain', data: 'dHdv' },
+          { name: '../escape.txt', mimeType: 'text/plain', data: 'eA==' },
+          { name: '/etc/forged.txt', mimeType: 'text/plain', data: 'eA==' },
+          { name: '.hidden', mimeType: 'text/plain', data: 'eA==' },
+          { name: 'bad.bin', mimeType: 'text/plain', data: 'not base64!' },
+          { name: 'number.bin', mimeType: 'text/plain', data: 5 },
+          'not an object',
+        ],
+      },
+      { artifacts: agent, stdout: `${agent}-stdout.txt` },
     );
     expect(result.artifacts).toEqual([
       { path: join(agent, 'x.txt'), mimeType: 'text/plain', bytes: 3 },
@@ -121,10 +252,19 @@ describe('an agent unpacking the artifacts a worker sent', () => {
       mimeType: 'text/plain',
       data: '',
     }));
-    const result = await unpackArtifacts(resultWith([]), many, agent);
+    const result = await unpackRunFiles(
+      resultWith([]),
+      { artifacts: many },
+      { artifacts: agent, stdout: `${agent}-stdout.txt` },
+    );
     expect(result.artifacts).toHaveLength(100);
     expect(result.artifactsNote).toBe('artifacts dropped: 50 over the limit of 100 artifacts');
-    const none = await unpackArtifacts(resultWith([]), { name: 'x.txt', data: 'eA==' }, join(folder(), 'remote-none'));
+    const noneFolder = join(folder(), 'remote-none');
+    const none = await unpackRunFiles(
+      resultWith([]),
+      { artifacts: { name: 'x.txt', data: 'eA==' } },
+      { artifacts: noneFolder, stdout: `${noneFolder}-stdout.txt` },
+    );
     expect(none.artifacts).toBeUndefined();
   });
 });
@@ -155,6 +295,31 @@ describe.skipIf('missing' in redisServer)('artifacts of a remote run over the bo
     rmSync(agentState, { recursive: true, force: true });
   }, 30_000);
 
+  it('keeps a full output over the bound on neither side: the result says it was not sent home', async () => {
+    const codecall = createCodecall({
+      sandbox: 'none',
+      stateDir: agentState,
+      remote: { redis: redis?.url ?? '', queue: 'artifacts' },
+    });
+    try {
+      const printed = MAX_SENT_ARTIFACT_BYTES + 1;
+      const result = await codecall.execute(`import sys\nsys.stdout.write("x" * ${printed})`, {
+        limits: { maxOutputBytes: 2 * MAX_SENT_ARTIFACT_BYTES },
+      });
+      const why = `was not sent home from worker ${worker?.id} (over the ${MAX_SENT_ARTIFACT_BYTES} bytes a remote run may send)`;
+      expect(result.status).toBe('success');
+      expect(result.stdoutTruncated?.totalBytes).toBe(printed);
+      expect(result.stdoutTruncated?.fullOutputPath).toBeUndefined();
+      expect(result.stdoutTruncated?.fullOutputNote).toBe(`the full output ${why}`);
+      expect(result.stdout).toContain(`; the complete output ${why} …]`);
+      expect(result.stdout).not.toContain(workerState);
+      const left = execFileSync('find', [workerState, agentState, '-name', '*-stdout.txt'], { encoding: 'utf8' });
+      expect(left).toBe('');
+    } finally {
+      await codecall.close();
+    }
+  });
+
   it('brings home what fits, says what did not, and leaves no artifact on the worker', async () => {
     const codecall = createCodecall({
       sandbox: 'none',
@@ -174,7 +339,7 @@ describe.skipIf('missing' in redisServer)('artifacts of a remote run over the bo
       expect(result.artifacts?.map((artifact) => basename(artifact.path))).toEqual(['small.txt']);
       expect(result.artifacts?.[0]?.path.startsWith(agentState)).toBe(true);
       expect(result.artifactsNote).toBe(
-        `1 artifact(s) not sent home from worker ${worker?.id}: over the ${MAX_SENT_ARTIFACT_BYTES} bytes a remote run's artifacts may total`,
+        `1 artifact(s) not sent home from worker ${worker?.id}: over the ${MAX_SENT_ARTIFACT_BYTES} bytes a remote run may send`,
       );
       const left = execFileSync('find', [workerState, '-type', 'f', '-path', '*/outputs/*'], { encoding: 'utf8' });
       expect(left).toBe('');

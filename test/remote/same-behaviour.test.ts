@@ -132,6 +132,23 @@ describe.skipIf('missing' in redisServer).each(['local', 'remote'] as const)('%s
     ]);
   });
 
+  it('saves the full output of a truncated stdout on this host, as printed, and names it in the notice', async () => {
+    const result = await codecall.execute(
+      'import sys\nfor i in range(2000):\n    sys.stdout.write(f"line {i:04d}\\n")',
+      {
+        limits: { maxStdoutBytes: 1000 },
+      },
+    );
+    const printed = Array.from({ length: 2000 }, (_, index) => `line ${String(index).padStart(4, '0')}\n`).join('');
+    expect(result.status).toBe('success');
+    expect(result.stdoutTruncated).toMatchObject({ totalBytes: printed.length });
+    const path = result.stdoutTruncated?.fullOutputPath ?? '';
+    expect(path.startsWith(join(stateDir, 'outputs'))).toBe(true);
+    expect(readFileSync(path, 'utf8')).toBe(printed);
+    expect(result.stdout).toContain(`; the complete output is in ${path} …]`);
+    expect(result.stdoutTruncated?.fullOutputNote).toBeUndefined();
+  });
+
   it('stops at the tool call limit and at the timeout', async () => {
     const limited = await codecall.execute('from tools import add\nfor i in range(10):\n    add(i, 1)');
     expect(limited).toMatchObject({ status: 'limit', reason: 'tool_calls', toolCalls: 3 });
