@@ -149,6 +149,19 @@ describe.skipIf('missing' in redisServer).each(['local', 'remote'] as const)('%s
     expect(result.stdoutTruncated?.fullOutputNote).toBeUndefined();
   });
 
+  it('saves the full output of a truncated cell on this host too', async () => {
+    const session = codecall.session();
+    try {
+      const cell = await session.execute('print("y" * 5000)', { limits: { maxStdoutBytes: 1000 } });
+      const path = cell.stdoutTruncated?.fullOutputPath ?? '';
+      expect(path.startsWith(join(stateDir, 'outputs'))).toBe(true);
+      expect(readFileSync(path, 'utf8')).toBe(`${'y'.repeat(5000)}\n`);
+      expect(cell.stdout).toContain(`; the complete output is in ${path} …]`);
+    } finally {
+      await session.close();
+    }
+  });
+
   it('stops at the tool call limit and at the timeout', async () => {
     const limited = await codecall.execute('from tools import add\nfor i in range(10):\n    add(i, 1)');
     expect(limited).toMatchObject({ status: 'limit', reason: 'tool_calls', toolCalls: 3 });
