@@ -15,6 +15,9 @@ import { median } from './measure.js';
 /** Sequential tool calls per measured round. */
 const CALLS = 1_000;
 const CALL_ROUNDS = 5;
+/** Size of the artifact of the artifact rows, and runs of each kind (interleaved). */
+const ARTIFACT_BYTES = 1024 * 1024;
+const ARTIFACT_RUNS = 15;
 /** Runs submitted at once for the runs-per-second rows. */
 const THROUGHPUT_RUNS = 120;
 /** Runs of one worker process at once. */
@@ -156,6 +159,26 @@ export async function measureRemote({ stateDir }) {
     }
     figures.remoteStart = median(remoteStart);
     figures.localStart = median(localStart);
+
+    // A run saving a 1 MiB artifact: the worker reads it and sends it home in the result, the agent writes it.
+    const saveArtifact = `from codecall_runtime import save_artifact\nsave_artifact("data.bin", b"x" * ${ARTIFACT_BYTES})`;
+    const timed = async (codecall) => {
+      const started = performance.now();
+      const result = await codecall.execute(saveArtifact);
+      if (result.artifacts?.[0]?.bytes !== ARTIFACT_BYTES)
+        throw new Error(`the artifact did not come back: ${JSON.stringify(result)}`);
+      return performance.now() - started;
+    };
+    await timed(remote);
+    await timed(local);
+    const remoteArtifact = [];
+    const localArtifact = [];
+    for (let run = 0; run < ARTIFACT_RUNS; run += 1) {
+      remoteArtifact.push(await timed(remote));
+      localArtifact.push(await timed(local));
+    }
+    figures.remoteArtifact = median(remoteArtifact);
+    figures.localArtifact = median(localArtifact);
 
     // Runs per second with 1, 2 and 4 worker processes, each next to the same runs on this process with as many at once.
     const runsPerSecond = async (execute) => {

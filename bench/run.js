@@ -582,6 +582,13 @@ if (fleet === undefined) {
     baseline: fleet.localStart,
     baselineName: 'local run',
   });
+  row({
+    figure: 'run saving a 1 MiB artifact, remote (sent home through Redis)',
+    unit: 'ms',
+    value: fleet.remoteArtifact,
+    baseline: fleet.localArtifact,
+    baselineName: 'local run',
+  });
   for (const entry of fleet.throughput) {
     row({
       figure: `print(1) runs/s, ${entry.workers} worker process${entry.workers === 1 ? '' : 'es'} × ${entry.atOnce / entry.workers}`,

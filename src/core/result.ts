@@ -32,8 +32,13 @@ export interface Artifact {
 export interface StdoutTruncation {
   readonly keptBytes: number;
   readonly totalBytes: number;
-  /** The complete stdout (capped at `maxOutputBytes`). */
+  /** The complete stdout (capped at `maxOutputBytes`), on this host. */
   readonly fullOutputPath?: string | undefined;
+  /**
+   * Remote runs: why the full output saved on the worker is not at `fullOutputPath` here (over the bound of what a
+   * run sends home, unreadable, or its message lost). Absent when it is, or when none was saved.
+   */
+  readonly fullOutputNote?: string | undefined;
 }
 
 /** How a traced tool call ended: `cut_off` when the run or cell ended under it. */

@@ -3,6 +3,7 @@ import type { IsolationLevel } from '../core/isolation.js';
 import type { Limits } from '../core/limits.js';
 import type { ExecuteResult } from '../core/result.js';
 import type { RunEvent } from '../engine/supervise/run-events.js';
+import type { SentArtifact, SentFullOutput } from './artifact-transfer.js';
 
 /** Queue name when the `remote` option names none. */
 export const DEFAULT_QUEUE_NAME = 'codecall';
@@ -143,6 +144,10 @@ export interface FleetJobData {
 export interface WorkerReply {
   readonly worker: string;
   readonly result?: ExecuteResult | undefined;
+  /** The result's artifacts, read on the worker: the agent writes them into its own folder and lists them. */
+  readonly artifacts?: readonly SentArtifact[] | undefined;
+  /** The full stdout file of a truncated output, read on the worker: the agent writes it where a local run would. */
+  readonly fullOutput?: SentFullOutput | undefined;
   /** The run was aborted: `result` is the aborted run's result (absent when it never started). */
   readonly aborted?: boolean | undefined;
   /** A host-side failure on the worker (bad manifest, interpreter missing): thrown on the agent as a CodecallError. */
@@ -166,5 +171,12 @@ export type AgentMail =
 /** Mail to a worker. */
 export type WorkerMail =
   | { readonly type: 'tool-reply'; readonly call: number; readonly ok: true; readonly value: unknown }
-  | { readonly type: 'tool-reply'; readonly call: number; readonly ok: false; readonly message: string }
+  | {
+      readonly type: 'tool-reply';
+      readonly call: number;
+      readonly ok: false;
+      readonly message: string;
+      /** The agent's approval denied the call (counted as denied, as in a local run, not as failed). */
+      readonly denied?: true | undefined;
+    }
   | { readonly type: 'abort'; readonly job: string };

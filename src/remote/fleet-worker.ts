@@ -7,7 +7,9 @@ import type { ExecuteResult } from '../core/result.js';
 import { type Codecall, type CodecallOptions, createLocalCodecall } from '../engine/codecall.js';
 import type { RunEvent } from '../engine/supervise/run-events.js';
 import type { CodecallSession } from '../engine/supervise/session.js';
+import { ToolCallDeniedError } from '../tools/tool-approval.js';
 import type { ToolContext } from '../tools/types.js';
+import { packRunFiles, withoutFileData } from './artifact-transfer.js';
 import { loadFleetPackages } from './fleet-packages.js';
 import {
   checkFleetAddress,
@@ -24,6 +26,13 @@ import { forwardingSources, forwardingTools, type ToolManifest } from './tool-ma
 
 /** Runs a worker takes at once when `concurrency` is not given. */
 export const DEFAULT_WORKER_CONCURRENCY = 2;
+/**
+ * Codecalls (one per agents' tool manifest: its generated module, its warm pool) a worker keeps at most; past it the
+ * least recently used one with no run and no session in flight is closed.
+ */
+export const MAX_WORKER_CODECALLS = 16;
+/** A worker closes a codecall that had no run and no session in flight for this long. */
+export const IDLE_CODECALL_MS = 10 * 60_000;
 /** How long a job's BullMQ lock lasts without renewal: a dead worker's job is failed (never re-run) after it. */
 export const WORKER_LOCK_MS = 10_000;
 
@@ -45,14 +54,37 @@ export interface FleetWorkerOptions {
   readonly id?: string | undefined;
   /** How scripts run here: sandbox, Python, warm pool, state folder. Tools and limits come from each agent. */
   readonly codecall?: WorkerCodecallOptions | undefined;
+  /** Codecalls (one per tool manifest) kept at most (default {@link MAX_WORKER_CODECALLS}). */
+  readonly maxCodecalls?: number | undefined;
+  /** Milliseconds after which an idle codecall is closed (default {@link IDLE_CODECALL_MS}). */
+  readonly idleCodecallMs?: number | undefined;
 }
 
 /** A running worker. */
 export interface FleetWorker {
   /** The id results carry in `worker`. */
   readonly id: string;
+  /** Codecalls this worker holds now, one per tool manifest of the agents it ran for (bounded, see `maxCodecalls`). */
+  readonly codecalls: number;
   /** Stops taking runs, waits for the runs in progress, and closes everything. */
   close(): Promise<void>;
+}
+
+/**
+ * The reply of a run that ended with `result`, its full output and artifacts read for the agent (see
+ * {@link packRunFiles}).
+ */
+async function replyWithFiles(
+  result: ExecuteResult,
+  reply: { readonly worker: string; readonly aborted?: true },
+): Promise<WorkerReply> {
+  const packed = await packRunFiles({ ...result, worker: reply.worker }, reply.worker);
+  return {
+    ...reply,
+    result: packed.result,
+    ...(packed.artifacts.length > 0 ? { artifacts: packed.artifacts } : {}),
+    ...(packed.fullOutput !== undefined ? { fullOutput: packed.fullOutput } : {}),
+  };
 }
 
 /** A job this worker is running. */
@@ -67,6 +99,17 @@ interface ActiveJob {
 interface HostedSession {
   readonly session: CodecallSession;
   readonly agent: string;
+  /** The tool manifest whose codecall holds it (kept open while the session lives). */
+  readonly manifest: string;
+}
+
+/** The codecall of one tool manifest, and what uses it. */
+interface ManifestCodecall {
+  readonly codecall: Promise<Codecall>;
+  /** Jobs using it now. */
+  jobs: number;
+  /** `performance.now()` when a job last took or left it. */
+  lastUsed: number;
 }
 
 /** A tool call sent to an agent, waiting for the reply. */
@@ -93,6 +136,17 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
     options.id ?? `${hostname().replace(/[^A-Za-z0-9_.-]/g, '-')}-${process.pid}-${randomBytes(3).toString('hex')}`;
   if (!ID_PATTERN.test(id))
     throw new CodecallError('INVALID_CONFIG', `worker id must match ${ID_PATTERN} (got "${id}")`);
+  const maxCodecalls = options.maxCodecalls ?? MAX_WORKER_CODECALLS;
+  const idleCodecallMs = options.idleCodecallMs ?? IDLE_CODECALL_MS;
+  if (!Number.isSafeInteger(maxCodecalls) || maxCodecalls < 1) {
+    throw new CodecallError('INVALID_CONFIG', `maxCodecalls must be a positive integer (got ${maxCodecalls})`);
+  }
+  if (!Number.isFinite(idleCodecallMs) || idleCodecallMs < 0) {
+    throw new CodecallError(
+      'INVALID_CONFIG',
+      `idleCodecallMs must be a number of milliseconds ≥ 0 (got ${idleCodecallMs})`,
+    );
+  }
   const { bullmq, ioredis } = await loadFleetPackages();
   const keys = new FleetKeys(address.queue);
   const connect = (): Redis => {
@@ -104,7 +158,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
   const command = connect();
   await command.set(keys.workerAlive(id), '1', 'PX', HEARTBEAT_TTL_MS);
 
-  const codecalls = new Map<string, Promise<Codecall>>();
+  const codecalls = new Map<string, ManifestCodecall>();
   const jobs = new Map<string, ActiveJob>();
   const byEngineRun = new Map<string, ActiveJob>();
   const pendingCalls = new Map<number, PendingCall>();
@@ -147,16 +201,41 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
       if (pending === undefined) return;
       pendingCalls.delete(mail.call);
       if (mail.ok === true) pending.resolve(mail.value);
-      else pending.reject(new Error(typeof mail.message === 'string' ? mail.message : 'the tool call failed'));
+      else {
+        const message = typeof mail.message === 'string' ? mail.message : 'the tool call failed';
+        pending.reject(mail.denied === true ? new ToolCallDeniedError(message) : new Error(message));
+      }
     } else if (mail.type === 'abort' && typeof mail.job === 'string') {
       jobs.get(mail.job)?.controller.abort(new Error('aborted by the agent'));
     }
   });
 
-  const codecallFor = (hash: string): Promise<Codecall> => {
-    let made = codecalls.get(hash);
-    if (made === undefined) {
-      made = command.get(keys.manifest(hash)).then((json) => {
+  const inUse = (hash: string, entry: ManifestCodecall): boolean => {
+    if (entry.jobs > 0) return true;
+    for (const hosted of sessions.values()) if (hosted.manifest === hash) return true;
+    return false;
+  };
+  const closeCodecall = (hash: string, entry: ManifestCodecall): void => {
+    codecalls.delete(hash);
+    void entry.codecall.then((codecall) => codecall.close()).catch(() => {});
+  };
+  // Closes the codecalls idle for too long, then the least recently used idle ones past the bound; never one in use.
+  const evictCodecalls = (): void => {
+    const now = performance.now();
+    for (const [hash, entry] of codecalls) {
+      if (now - entry.lastUsed >= idleCodecallMs && !inUse(hash, entry)) closeCodecall(hash, entry);
+    }
+    if (codecalls.size <= maxCodecalls) return;
+    const idle = [...codecalls].filter(([hash, entry]) => !inUse(hash, entry));
+    idle.sort(([, first], [, second]) => first.lastUsed - second.lastUsed);
+    for (const [hash, entry] of idle.slice(0, codecalls.size - maxCodecalls)) closeCodecall(hash, entry);
+  };
+
+  /** The codecall of a tool manifest, counted as used by one more job until {@link release}. */
+  const acquire = (hash: string): ManifestCodecall => {
+    let entry = codecalls.get(hash);
+    if (entry === undefined) {
+      const made = command.get(keys.manifest(hash)).then((json) => {
         if (json === null) {
           throw new CodecallError('INVALID_CONFIG', `tool manifest ${hash} is not in Redis (expired or never sent)`);
         }
@@ -174,14 +253,25 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
           { toolSources: forwardingSources(manifest, forward) },
         );
       });
-      made.catch(() => codecalls.delete(hash));
-      codecalls.set(hash, made);
+      const created: ManifestCodecall = { codecall: made, jobs: 0, lastUsed: performance.now() };
+      made.catch(() => {
+        if (codecalls.get(hash) === created) codecalls.delete(hash);
+      });
+      codecalls.set(hash, created);
+      entry = created;
     }
-    return made;
+    entry.jobs += 1;
+    entry.lastUsed = performance.now();
+    evictCodecalls();
+    return entry;
+  };
+  const release = (entry: ManifestCodecall): void => {
+    entry.jobs -= 1;
+    entry.lastUsed = performance.now();
+    evictCodecalls();
   };
 
-  const run = async (job: ActiveJob, data: FleetJobData): Promise<ExecuteResult | undefined> => {
-    const codecall = await codecallFor(data.manifest);
+  const run = async (job: ActiveJob, data: FleetJobData, codecall: Codecall): Promise<ExecuteResult | undefined> => {
     let forwarded = 0;
     const agentMailbox = keys.agentMailbox(data.agent);
     const onEvent = (event: RunEvent) => {
@@ -189,8 +279,9 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
         byEngineRun.set(event.runId, job);
         job.engineRuns.add(event.runId);
       }
-      // The agent makes its own run-end from the result.
-      if (!data.events || event.type === 'run-end' || forwarded >= MAX_FORWARDED_EVENTS) return;
+      // The agent makes its own artifact and run-end events from the result (artifacts are written there).
+      if (!data.events || event.type === 'run-end' || event.type === 'artifact') return;
+      if (forwarded >= MAX_FORWARDED_EVENTS) return;
       forwarded += 1;
       void sendMail(command, agentMailbox, JSON.stringify({ type: 'event', job: job.id, worker: id, event })).catch(
         () => {},
@@ -205,6 +296,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
     if (data.kind === 'session-close') {
       sessions.delete(sessionId);
       await hosted?.session.close();
+      evictCodecalls();
       return undefined;
     }
     if (data.kind === 'session-reset') {
@@ -215,6 +307,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
       hosted = {
         session: codecall.session({ limits: data.session?.limits, idleTimeoutMs: data.session?.idleTimeoutMs }),
         agent: data.agent,
+        manifest: data.manifest,
       };
       sessions.set(sessionId, hosted);
     }
@@ -231,28 +324,34 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
     if (cancelled > 0 || agentAlive === 0) return { worker: id, aborted: true };
     const job: ActiveJob = { id: jobId, agent: data.agent, controller: new AbortController(), engineRuns: new Set() };
     jobs.set(jobId, job);
+    const entry = acquire(data.manifest);
     let reply: WorkerReply;
     try {
-      const isolation = await (await codecallFor(data.manifest)).isolation();
+      const codecall = await entry.codecall;
+      const isolation = await codecall.isolation();
       const started = { type: 'started', job: jobId, worker: id, isolation };
       await sendMail(command, keys.agentMailbox(data.agent), JSON.stringify(started));
-      const result = await run(job, data);
-      reply = { worker: id, result: result === undefined ? undefined : { ...result, worker: id } };
+      const result = await run(job, data, codecall);
+      reply = result === undefined ? { worker: id } : await replyWithFiles(result, { worker: id });
     } catch (error) {
       if (error instanceof CodecallAbortError) {
-        reply = { worker: id, aborted: true, result: error.result && { ...error.result, worker: id } };
+        reply =
+          error.result === undefined
+            ? { worker: id, aborted: true }
+            : await replyWithFiles(error.result, { worker: id, aborted: true });
       } else {
         const code = error instanceof CodecallError ? error.code : 'SPAWN_FAILED';
         reply = { worker: id, error: { code, message: errorMessage(error) } };
       }
     } finally {
+      release(entry);
       jobs.delete(jobId);
       for (const engineRun of job.engineRuns) if (byEngineRun.get(engineRun) === job) byEngineRun.delete(engineRun);
     }
     await sendMail(command, keys.agentMailbox(data.agent), JSON.stringify({ type: 'result', job: jobId, reply })).catch(
       () => {},
     );
-    return reply;
+    return withoutFileData(reply);
   };
 
   const workerOptions = {
@@ -281,6 +380,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
   const heartbeat = setInterval(() => {
     if (beating) return;
     beating = true;
+    evictCodecalls();
     void (async () => {
       await command.set(keys.workerAlive(id), '1', 'PX', HEARTBEAT_TTL_MS);
       const agents = new Set([...jobs.values()].map((job) => job.agent));
@@ -312,13 +412,17 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
   let closing: Promise<void> | undefined;
   return {
     id,
+    get codecalls() {
+      return codecalls.size;
+    },
     close() {
       closing ??= (async () => {
         await Promise.allSettled(workers.map((worker) => worker.close()));
         clearInterval(heartbeat);
         await Promise.allSettled([...sessions.values()].map((hosted) => hosted.session.close()));
         sessions.clear();
-        const made = await Promise.allSettled([...codecalls.values()]);
+        const made = await Promise.allSettled([...codecalls.values()].map((entry) => entry.codecall));
+        codecalls.clear();
         await Promise.allSettled(made.map((entry) => (entry.status === 'fulfilled' ? entry.value.close() : undefined)));
         await command.del(keys.workerAlive(id)).catch(() => {});
         await mailbox.close();

@@ -5,6 +5,7 @@
 
 export type { RemoteFailureReason } from '../core/result.js';
 export type { RemoteOptions } from '../engine/codecall-options.js';
+export { MAX_SENT_ARTIFACT_BYTES } from './artifact-transfer.js';
 export {
   DEFAULT_QUEUE_NAME,
   HEARTBEAT_INTERVAL_MS,
@@ -15,6 +16,8 @@ export {
   DEFAULT_WORKER_CONCURRENCY,
   type FleetWorker,
   type FleetWorkerOptions,
+  IDLE_CODECALL_MS,
+  MAX_WORKER_CODECALLS,
   startFleetWorker,
   type WorkerCodecallOptions,
 } from './fleet-worker.js';

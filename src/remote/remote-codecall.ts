@@ -14,11 +14,14 @@ import {
   type Prepared,
   preparedOf,
 } from '../engine/codecall.js';
+import { outputPathsOf } from '../engine/result/finish-result.js';
+import { OutputsPruner, type OutputsRetention, resolveOutputsRetention } from '../engine/result/outputs-retention.js';
 import { checkCode } from '../engine/supervise/check-code.js';
 import type { RunEventListener } from '../engine/supervise/run-events.js';
 import type { CellOptions, CodecallSession, SessionOptions } from '../engine/supervise/session.js';
-import { type ApproveToolCall, askApproval } from '../tools/tool-approval.js';
+import { type ApproveToolCall, askApproval, ToolCallDeniedError } from '../tools/tool-approval.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
+import { artifactEvents, unpackRunFiles } from './artifact-transfer.js';
 import { loadFleetPackages } from './fleet-packages.js';
 import {
   ABORT_GRACE_MS,
@@ -89,6 +92,8 @@ interface RemoteRun {
   toolCalls: number;
   /** Heartbeats in a row its worker's liveness key was missing. */
   missedBeats: number;
+  /** A check of the queue found the job completed while its result message had not come yet. */
+  completedSeen: boolean;
   readonly startedAt: number;
   readonly toolController: AbortController;
   abortRequested: boolean;
@@ -117,7 +122,10 @@ export function createRemoteCodecall(options: CodecallOptions): RemoteCodecall {
   const { remote, ...localOptions } = options;
   const address = checkFleetAddress(remote);
   const local = createLocalCodecall(localOptions);
-  const agent = new FleetAgent(address, local, { redactSecrets: options.redactSecrets ?? true });
+  const agent = new FleetAgent(address, local, {
+    redactSecrets: options.redactSecrets ?? true,
+    outputsRetention: resolveOutputsRetention(options.outputs),
+  });
   const remoteCodecall: RemoteCodecall = {
     agentId: agent.id,
     limits: local.limits,
@@ -189,13 +197,21 @@ class FleetAgent {
   #connection: Promise<AgentConnection> | undefined;
   #prepared: Promise<Prepared> | undefined;
   #manifest: { hash: string; uploadedAt: number } | undefined;
+  // Keeps the artifacts that remote runs leave in this agent's outputs folder within the `outputs` retention.
+  #pruner: OutputsPruner | undefined;
+  readonly #outputsRetention: OutputsRetention;
   #runCount = 0;
   #closed = false;
 
-  constructor(address: FleetAddress, local: Codecall, settings: { redactSecrets: boolean }) {
+  constructor(
+    address: FleetAddress,
+    local: Codecall,
+    settings: { redactSecrets: boolean; outputsRetention: OutputsRetention },
+  ) {
     this.#address = address;
     this.#local = local;
     this.#redactSecrets = settings.redactSecrets;
+    this.#outputsRetention = settings.outputsRetention;
     this.keys = new FleetKeys(address.queue);
   }
 
@@ -232,6 +248,7 @@ class FleetAgent {
         isolation: undefined,
         toolCalls: 0,
         missedBeats: 0,
+        completedSeen: false,
         startedAt: performance.now(),
         toolController: new AbortController(),
         abortRequested: false,
@@ -263,11 +280,14 @@ class FleetAgent {
       );
     });
     const reply = await settledReply;
-    return this.#finish(submission, reply);
+    return this.#finish(submission, runId, reply);
   }
 
-  /** Turns a settled run into what `execute` returns or throws, and sends its `run-end` event. */
-  #finish(submission: Submission, reply: WorkerReply | RemoteFailure): WorkerReply {
+  /**
+   * Turns a settled run into what `execute` returns or throws: its artifacts written into this agent's folder of the
+   * run, then its `artifact` and `run-end` events.
+   */
+  async #finish(submission: Submission, runId: string, reply: WorkerReply | RemoteFailure): Promise<WorkerReply> {
     let worker: WorkerReply;
     if ('failure' in reply) {
       worker = { worker: reply.worker ?? '', result: lostResult(reply, submission) };
@@ -292,7 +312,21 @@ class FleetAgent {
         );
       }
     }
-    if (worker.result !== undefined) emit(submission.onEvent, { type: 'run-end', result: worker.result });
+    if (worker.result !== undefined) {
+      this.#prepared ??= preparedOf(this.#local);
+      const { environment } = await this.#prepared;
+      this.#pruner ??= new OutputsPruner(environment.outputRoot, this.#outputsRetention);
+      this.#pruner.schedule();
+      const result = await unpackRunFiles(
+        worker.result,
+        'failure' in reply ? {} : reply,
+        outputPathsOf(environment.outputRoot, remoteRunFolder(runId)),
+      );
+      const { artifacts: _sent, fullOutput: _sentOutput, ...rest } = worker;
+      worker = { ...rest, result };
+      for (const event of artifactEvents(result)) emit(submission.onEvent, event);
+      emit(submission.onEvent, { type: 'run-end', result });
+    }
     if (worker.aborted === true && submission.signal?.aborted) {
       throw new CodecallAbortError(submission.signal.reason, worker.result);
     }
@@ -393,6 +427,7 @@ class FleetAgent {
     run.jobId = `${run.runId}.attempt${run.attempt}`;
     run.worker = undefined;
     run.missedBeats = 0;
+    run.completedSeen = false;
     const manifest = this.#manifest?.hash ?? '';
     void this.#enqueue(connection, run, manifest).catch((error: unknown) =>
       this.#fail(run, 'queue_unavailable', `the run could not be submitted again: ${errorMessage(error)}`),
@@ -444,7 +479,12 @@ class FleetAgent {
     let lastContact = performance.now();
     let beating = false;
     connection.heartbeat = setInterval(() => {
-      if (beating) return;
+      if (beating) {
+        // A long check of many runs in flight must not let this agent's liveness key expire: workers would take the
+        // agent for gone and skip or stop its runs.
+        void connection.command.set(this.keys.agentAlive(this.id), '1', 'PX', HEARTBEAT_TTL_MS).catch(() => {});
+        return;
+      }
       beating = true;
       beats += 1;
       void this.#beat(connection, beats % RECONCILE_EVERY_BEATS === 0)
@@ -491,6 +531,12 @@ class FleetAgent {
       const state = await queue.getJobState(jobId);
       if (run.settled || run.jobId !== jobId) continue;
       if (state === 'completed') {
+        // The worker sends its result message before it completes the job, and only the message carries the
+        // artifacts: the kept reply is taken on the next check, once the message has had time to come.
+        if (!run.completedSeen) {
+          run.completedSeen = true;
+          continue;
+        }
         const job = await queue.getJob(jobId);
         const reply = job?.returnvalue as WorkerReply | undefined;
         if (reply !== undefined && reply !== null) this.#settle(run, reply);
@@ -563,7 +609,8 @@ class FleetAgent {
         const json = await this.#callTool(run, tool, args);
         reply = `{"type":"tool-reply","call":${call},"ok":true,"value":${json}}`;
       } catch (error) {
-        reply = JSON.stringify({ type: 'tool-reply', call, ok: false, message: describeThrownValue(error) });
+        const denied = error instanceof ToolCallDeniedError ? { denied: true } : {};
+        reply = JSON.stringify({ type: 'tool-reply', call, ok: false, message: describeThrownValue(error), ...denied });
       }
     }
     await sendMail(connection.command, this.keys.workerMailbox(worker), reply).catch(() => {});
@@ -582,7 +629,9 @@ class FleetAgent {
       try {
         needed = (await tool.needsApproval(checked.value)) !== false;
       } catch (error) {
-        throw new Error(`${name}: the call was denied: its needsApproval check failed: ${describeThrownValue(error)}`);
+        throw new ToolCallDeniedError(
+          `${name}: the call was denied: its needsApproval check failed: ${describeThrownValue(error)}`,
+        );
       }
       if (needed) {
         const outcome = await askApproval(run.submission.approveToolCall ?? environment.approveToolCall, {
@@ -591,14 +640,14 @@ class FleetAgent {
           runId: run.runId,
           signal,
         });
-        if (!outcome.allowed) throw new Error(`${name}: the call was denied: ${outcome.reason}`);
+        if (!outcome.allowed) throw new ToolCallDeniedError(`${name}: the call was denied: ${outcome.reason}`);
       }
     }
     const value = await tool.invoke(checked.value, {
       signal,
       runId: run.runId,
       toolName: name,
-      artifactsDir: join(environment.outputRoot, `remote-${run.runId}`),
+      artifactsDir: join(environment.outputRoot, remoteRunFolder(run.runId)),
     });
     return serializeToolResult(name, value);
   }
@@ -648,6 +697,7 @@ class FleetAgent {
     for (const run of runs) void this.#abort(connection, run);
     await Promise.allSettled([...[...this.#sessions].map((session) => session.close()), ...ended]);
     clearInterval(connection.heartbeat);
+    await this.#pruner?.close();
     await connection.command.del(this.keys.agentAlive(this.id)).catch(() => {});
     await Promise.allSettled([...connection.queues.values()].map((queue) => queue.close()));
     await connection.mailbox.close();
@@ -789,6 +839,14 @@ class RemoteSession implements CodecallSession {
       ).toolCallTimeoutMs,
     });
   }
+}
+
+/**
+ * The name below the agent's output root of a remote run's files: the folder of its artifacts (those its worker sent
+ * home and the files its tool calls saved here) and, beside it, `<name>-stdout.txt`, its full output.
+ */
+function remoteRunFolder(runId: string): string {
+  return `remote-${runId}`;
 }
 
 /** The URL without its credentials, for error details. */

@@ -3,7 +3,7 @@ import { MAX_JSON_NESTING_DEPTH } from '../core/json-nesting.js';
 import { isRecord } from '../core/values.js';
 import { formatSeconds } from '../core/wording.js';
 import type { ArgumentCheck, RegisteredTool } from '../tools/registered-tool.js';
-import { type ApproveToolCall, askApproval } from '../tools/tool-approval.js';
+import { type ApproveToolCall, askApproval, ToolCallDeniedError } from '../tools/tool-approval.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
 import type { ToolContext } from '../tools/types.js';
 import { LineSplitter } from './line-splitter.js';
@@ -485,7 +485,10 @@ export class ToolCallServer {
     }
     pending.then(
       (value) => this.#finishWithResult(call, value),
-      (error: unknown) => this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error)),
+      (error: unknown) =>
+        error instanceof ToolCallDeniedError
+          ? this.#deny(call, error.message)
+          : this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error)),
     );
   }
 

@@ -31,6 +31,14 @@ export type NeedsApproval<Args> = boolean | ((args: Args) => boolean | Promise<b
 export const NO_APPROVAL_HOOK_REASON =
   'this tool needs approval and no approveToolCall hook is configured, so the call was not made';
 
+/**
+ * Rejection of a tool whose call was denied elsewhere: a fleet worker's forwarded call that the agent's approval
+ * denied. The engine counts it as a denied call (result `deniedToolCalls`, trace status `denied`), not a failed one.
+ */
+export class ToolCallDeniedError extends Error {
+  override readonly name = 'ToolCallDeniedError';
+}
+
 /** Outcome of asking: allowed, or denied with the reason the script sees. */
 export type ApprovalOutcome = { readonly allowed: true } | { readonly allowed: false; readonly reason: string };
 

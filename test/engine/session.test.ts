@@ -1,234 +1,246 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CodecallError } from '../../src/core/errors.js';
+import type { Codecall } from '../../src/engine/codecall.js';
 import { formatResultForModel } from '../../src/engine/result/format-result.js';
 import { processAlive, useCodecalls } from '../support/codecall-fixture.js';
+import { codecallModes, useCodecallsIn } from '../support/codecall-modes.js';
 import { add, sleep } from '../support/sample-tools.js';
 
 const codecallWith = useCodecalls();
 
-describe('session cells', () => {
-  const codecall = codecallWith({ tools: [add] });
+describe.each(codecallModes)('%s runs', (mode) => {
+  const codecallWith = useCodecallsIn(mode);
 
-  it('keeps variables and imports between cells', async () => {
-    const session = codecall.session();
-    expect(session.id).toMatch(/^[0-9a-f]{16}$/);
-    await session.execute('import json\nx = 41');
-    const result = await session.execute('print(json.dumps({"x": x + 1}))');
-    expect(result).toMatchObject({ status: 'success', stdout: '{"x": 42}\n', exitCode: 0, isolation: 'none' });
-    expect(result.stateLost).toBeUndefined();
-    await session.close();
-  });
-
-  it('keeps the state after an exception, and reports it with the cell lines', async () => {
-    const session = codecall.session();
-    await session.execute('items = [1, 2]');
-    const failed = await session.execute('print("before")\nitems[5]');
-    expect(failed.status).toBe('error');
-    expect(failed.stdout).toBe('before\n');
-    expect(failed.error?.type).toBe('IndexError');
-    expect(failed.error?.traceback).toContain('line 2');
-    expect(failed.error?.traceback).toContain('items[5]');
-    expect(failed.error?.traceback).not.toContain('codecall_boot');
-    const syntax = await session.execute('def broken(:\n');
-    expect(syntax.error?.type).toBe('SyntaxError');
-    const after = await session.execute('print(len(items))');
-    expect(after).toMatchObject({ status: 'success', stdout: '2\n' });
-    await session.close();
-  });
-
-  it('treats sys.exit as the end of the cell, not of the session', async () => {
-    const session = codecall.session();
-    await session.execute('kept = "yes"');
-    const exited = await session.execute('import sys\nprint("bye")\nsys.exit(3)');
-    expect(exited).toMatchObject({ status: 'error', exitCode: 3, stdout: 'bye\n' });
-    const clean = await session.execute('import sys\nsys.exit()');
-    expect(clean.status).toBe('success');
-    expect((await session.execute('print(kept)')).stdout).toBe('yes\n');
-    await session.close();
-  });
-
-  it('calls tools inside cells, counting calls and applying maxToolCalls per cell', async () => {
-    const session = codecallWith({ tools: [add], limits: { maxToolCalls: 3 } }).session();
-    const first = await session.execute(
-      'from tools import add, ToolError\ntotal = add(1, 2) + add(3, 4)\nprint(total)',
-    );
-    expect(first).toMatchObject({ status: 'success', stdout: '10\n', toolCalls: 2 });
-    const second = await session.execute(
-      [
-        'results = []',
-        'for i in range(5):',
-        '    try:',
-        '        results.append(add(i, total))',
-        '    except ToolError as error:',
-        '        results.append(str(error))',
-        'print(results)',
-      ].join('\n'),
-    );
-    expect(second.status).toBe('success');
-    expect(second.toolCalls).toBe(3);
-    expect(second.stdout).toBe("[10, 11, 12, 'tool call limit reached (3)', 'tool call limit reached (3)']\n");
-    await session.close();
-  });
-
-  it('refuses tool calls made between cells by a background thread', async () => {
-    const session = codecall.session();
-    await session.execute(
-      [
-        'import threading, time',
-        'from tools import add, ToolError',
-        'outcome = []',
-        'def later():',
-        '    time.sleep(0.3)',
-        '    try:',
-        '        outcome.append(add(1, 1))',
-        '    except ToolError as error:',
-        '        outcome.append(str(error))',
-        'worker = threading.Thread(target=later)',
-        'worker.start()',
-      ].join('\n'),
-    );
-    await sleep(600);
-    const result = await session.execute('worker.join()\nprint(outcome)');
-    expect(result.stdout).toMatch(/tools can be called only while a cell runs/);
-    expect(result.toolCalls).toBe(0);
-    await session.close();
-  });
-
-  it('gives each cell only its own output, whatever background threads print between cells', async () => {
-    const session = codecall.session();
-    const first = await session.execute(
-      [
-        'import os, sys, threading, time',
-        'print("one")',
-        'def chatter():',
-        '    for _ in range(20):',
-        '        print("tick", flush=True)',
-        '        sys.stderr.write("tock\\n")',
-        '        time.sleep(0.01)',
-        'background = threading.Thread(target=chatter)',
-        'background.start()',
-      ].join('\n'),
-    );
-    expect(first.stdout.startsWith('one\n')).toBe(true);
-    expect(first.stdout).not.toContain('two');
-    // The thread ends long before the next cell: its later output belongs to no cell.
-    await sleep(800);
-    const second = await session.execute('background.join()\nprint("two")\nos.system("echo from-a-subprocess")');
-    expect(second.stdout).toBe('two\nfrom-a-subprocess\n');
-    expect(second.stderr).toBe('');
-    const third = await session.execute(
-      [
-        'def burst():',
-        '    for index in range(10):',
-        '        print("bg", index)',
-        'worker = threading.Thread(target=burst)',
-        'worker.start()',
-        'worker.join()',
-      ].join('\n'),
-    );
-    expect(third.stdout.trim().split('\n')).toHaveLength(10);
-    await session.close();
-  });
-
-  it('runs cells one at a time, in call order', async () => {
-    const session = codecall.session();
-    await session.execute('log = []');
-    const results = await Promise.all(
-      ['import time\ntime.sleep(0.2)\nlog.append(1)', 'log.append(2)', 'print(log)'].map((code) =>
-        session.execute(code),
-      ),
-    );
-    expect(results[2]?.stdout).toBe('[1, 2]\n');
-    await session.close();
-  });
-});
-
-describe('session timeouts and state', () => {
-  const codecall = codecallWith();
-
-  it('interrupts a cell at its timeout and keeps the state', async () => {
-    const session = codecall.session();
-    await session.execute('x = 7');
-    const result = await session.execute('import time\nprint("started", flush=True)\ntime.sleep(60)', {
-      timeoutMs: 300,
+  describe('session cells', () => {
+    let codecall: Codecall;
+    beforeAll(() => {
+      codecall = codecallWith({ tools: [add] });
     });
-    expect(result).toMatchObject({ status: 'timeout', reason: 'timeout', stdout: 'started\n' });
-    expect(result.error?.type).toBe('Timeout');
-    expect(result.stderr).toContain('KeyboardInterrupt');
-    expect(result.stateLost).toBeUndefined();
-    const after = await session.execute('print(x)');
-    expect(after).toMatchObject({ status: 'success', stdout: '7\n' });
-    expect(after.stateLost).toBeUndefined();
-    await session.close();
+
+    it('keeps variables and imports between cells', async () => {
+      const session = codecall.session();
+      expect(session.id).toMatch(/^[0-9a-f]{16}$/);
+      await session.execute('import json\nx = 41');
+      const result = await session.execute('print(json.dumps({"x": x + 1}))');
+      expect(result).toMatchObject({ status: 'success', stdout: '{"x": 42}\n', exitCode: 0, isolation: 'none' });
+      expect(result.stateLost).toBeUndefined();
+      await session.close();
+    });
+
+    it('keeps the state after an exception, and reports it with the cell lines', async () => {
+      const session = codecall.session();
+      await session.execute('items = [1, 2]');
+      const failed = await session.execute('print("before")\nitems[5]');
+      expect(failed.status).toBe('error');
+      expect(failed.stdout).toBe('before\n');
+      expect(failed.error?.type).toBe('IndexError');
+      expect(failed.error?.traceback).toContain('line 2');
+      expect(failed.error?.traceback).toContain('items[5]');
+      expect(failed.error?.traceback).not.toContain('codecall_boot');
+      const syntax = await session.execute('def broken(:\n');
+      expect(syntax.error?.type).toBe('SyntaxError');
+      const after = await session.execute('print(len(items))');
+      expect(after).toMatchObject({ status: 'success', stdout: '2\n' });
+      await session.close();
+    });
+
+    it('treats sys.exit as the end of the cell, not of the session', async () => {
+      const session = codecall.session();
+      await session.execute('kept = "yes"');
+      const exited = await session.execute('import sys\nprint("bye")\nsys.exit(3)');
+      expect(exited).toMatchObject({ status: 'error', exitCode: 3, stdout: 'bye\n' });
+      const clean = await session.execute('import sys\nsys.exit()');
+      expect(clean.status).toBe('success');
+      expect((await session.execute('print(kept)')).stdout).toBe('yes\n');
+      await session.close();
+    });
+
+    it('calls tools inside cells, counting calls and applying maxToolCalls per cell', async () => {
+      const session = codecallWith({ tools: [add], limits: { maxToolCalls: 3 } }).session();
+      const first = await session.execute(
+        'from tools import add, ToolError\ntotal = add(1, 2) + add(3, 4)\nprint(total)',
+      );
+      expect(first).toMatchObject({ status: 'success', stdout: '10\n', toolCalls: 2 });
+      const second = await session.execute(
+        [
+          'results = []',
+          'for i in range(5):',
+          '    try:',
+          '        results.append(add(i, total))',
+          '    except ToolError as error:',
+          '        results.append(str(error))',
+          'print(results)',
+        ].join('\n'),
+      );
+      expect(second.status).toBe('success');
+      expect(second.toolCalls).toBe(3);
+      expect(second.stdout).toBe("[10, 11, 12, 'tool call limit reached (3)', 'tool call limit reached (3)']\n");
+      await session.close();
+    });
+
+    it('refuses tool calls made between cells by a background thread', async () => {
+      const session = codecall.session();
+      await session.execute(
+        [
+          'import threading, time',
+          'from tools import add, ToolError',
+          'outcome = []',
+          'def later():',
+          '    time.sleep(0.3)',
+          '    try:',
+          '        outcome.append(add(1, 1))',
+          '    except ToolError as error:',
+          '        outcome.append(str(error))',
+          'worker = threading.Thread(target=later)',
+          'worker.start()',
+        ].join('\n'),
+      );
+      await sleep(600);
+      const result = await session.execute('worker.join()\nprint(outcome)');
+      expect(result.stdout).toMatch(/tools can be called only while a cell runs/);
+      expect(result.toolCalls).toBe(0);
+      await session.close();
+    });
+
+    it('gives each cell only its own output, whatever background threads print between cells', async () => {
+      const session = codecall.session();
+      const first = await session.execute(
+        [
+          'import os, sys, threading, time',
+          'print("one")',
+          'def chatter():',
+          '    for _ in range(20):',
+          '        print("tick", flush=True)',
+          '        sys.stderr.write("tock\\n")',
+          '        time.sleep(0.01)',
+          'background = threading.Thread(target=chatter)',
+          'background.start()',
+        ].join('\n'),
+      );
+      expect(first.stdout.startsWith('one\n')).toBe(true);
+      expect(first.stdout).not.toContain('two');
+      // The thread ends long before the next cell: its later output belongs to no cell.
+      await sleep(800);
+      const second = await session.execute('background.join()\nprint("two")\nos.system("echo from-a-subprocess")');
+      expect(second.stdout).toBe('two\nfrom-a-subprocess\n');
+      expect(second.stderr).toBe('');
+      const third = await session.execute(
+        [
+          'def burst():',
+          '    for index in range(10):',
+          '        print("bg", index)',
+          'worker = threading.Thread(target=burst)',
+          'worker.start()',
+          'worker.join()',
+        ].join('\n'),
+      );
+      expect(third.stdout.trim().split('\n')).toHaveLength(10);
+      await session.close();
+    });
+
+    it('runs cells one at a time, in call order', async () => {
+      const session = codecall.session();
+      await session.execute('log = []');
+      const results = await Promise.all(
+        ['import time\ntime.sleep(0.2)\nlog.append(1)', 'log.append(2)', 'print(log)'].map((code) =>
+          session.execute(code),
+        ),
+      );
+      expect(results[2]?.stdout).toBe('[1, 2]\n');
+      await session.close();
+    });
   });
 
-  it('kills an interpreter that ignores the interrupt, reports the state lost once, and starts afresh', async () => {
-    const session = codecall.session();
-    await session.execute('x = 7');
-    const result = await session.execute(
-      'import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)',
-      { timeoutMs: 300 },
-    );
-    expect(result).toMatchObject({ status: 'timeout', reason: 'timeout', stateLost: true });
-    expect(formatResultForModel(result)).toMatch(/variables of earlier cells are gone/);
-    const after = await session.execute('print(x)');
-    expect(after.error?.type).toBe('NameError');
-    expect(after.stateLost).toBeUndefined();
-    await session.close();
-  });
+  describe('session timeouts and state', () => {
+    let codecall: Codecall;
+    beforeAll(() => {
+      codecall = codecallWith();
+    });
 
-  it('reports the state lost when the interpreter dies in a cell', async () => {
-    const session = codecall.session();
-    await session.execute('x = 1');
-    const died = await session.execute('import os\nprint("bye", flush=True)\nos._exit(3)');
-    expect(died).toMatchObject({ status: 'error', exitCode: 3, stdout: 'bye\n', stateLost: true });
-    const fresh = await session.execute('print("x" in globals())');
-    expect(fresh).toMatchObject({ status: 'success', stdout: 'False\n' });
-    await session.close();
-  });
+    it('interrupts a cell at its timeout and keeps the state', async () => {
+      const session = codecall.session();
+      await session.execute('x = 7');
+      const result = await session.execute('import time\nprint("started", flush=True)\ntime.sleep(60)', {
+        timeoutMs: 300,
+      });
+      expect(result).toMatchObject({ status: 'timeout', reason: 'timeout', stdout: 'started\n' });
+      expect(result.error?.type).toBe('Timeout');
+      expect(result.stderr).toContain('KeyboardInterrupt');
+      expect(result.stateLost).toBeUndefined();
+      const after = await session.execute('print(x)');
+      expect(after).toMatchObject({ status: 'success', stdout: '7\n' });
+      expect(after.stateLost).toBeUndefined();
+      await session.close();
+    });
 
-  it('interrupts a cell when its signal aborts, and keeps the state', async () => {
-    const session = codecall.session();
-    await session.execute('x = 3');
-    const controller = new AbortController();
-    const running = session.execute('import time\ntime.sleep(60)', { signal: controller.signal });
-    setTimeout(() => controller.abort(), 200);
-    await expect(running).rejects.toMatchObject({ name: 'AbortError' });
-    const after = await session.execute('print(x)');
-    expect(after).toMatchObject({ status: 'success', stdout: '3\n' });
-    expect(after.stateLost).toBeUndefined();
-    await session.close();
-  });
+    it('kills an interpreter that ignores the interrupt, reports the state lost once, and starts afresh', async () => {
+      const session = codecall.session();
+      await session.execute('x = 7');
+      const result = await session.execute(
+        'import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)',
+        { timeoutMs: 300 },
+      );
+      expect(result).toMatchObject({ status: 'timeout', reason: 'timeout', stateLost: true });
+      expect(formatResultForModel(result)).toMatch(/variables of earlier cells are gone/);
+      const after = await session.execute('print(x)');
+      expect(after.error?.type).toBe('NameError');
+      expect(after.stateLost).toBeUndefined();
+      await session.close();
+    });
 
-  it('gives each cell its own CPU budget, and stops a busy cell at it with reason cpu', async () => {
-    const session = codecallWith({ limits: { cpuSeconds: 1, timeoutMs: 20_000 } }).session();
-    const burn = 'import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.6:\n    pass';
-    expect((await session.execute(burn)).status).toBe('success');
-    expect((await session.execute(burn)).status).toBe('success');
-    const busy = await session.execute('while True:\n    pass');
-    expect(busy).toMatchObject({ status: 'limit', reason: 'cpu', stateLost: true });
-    await session.close();
-  });
+    it('reports the state lost when the interpreter dies in a cell', async () => {
+      const session = codecall.session();
+      await session.execute('x = 1');
+      const died = await session.execute('import os\nprint("bye", flush=True)\nos._exit(3)');
+      expect(died).toMatchObject({ status: 'error', exitCode: 3, stdout: 'bye\n', stateLost: true });
+      const fresh = await session.execute('print("x" in globals())');
+      expect(fresh).toMatchObject({ status: 'success', stdout: 'False\n' });
+      await session.close();
+    });
 
-  it('starts fresh after reset, without reporting a loss the caller asked for', async () => {
-    const session = codecall.session();
-    await session.execute('x = 1');
-    await session.reset();
-    const result = await session.execute('print("x" in globals())');
-    expect(result).toMatchObject({ status: 'success', stdout: 'False\n' });
-    expect(result.stateLost).toBeUndefined();
-    await session.close();
-  });
+    it('interrupts a cell when its signal aborts, and keeps the state', async () => {
+      const session = codecall.session();
+      await session.execute('x = 3');
+      const controller = new AbortController();
+      const running = session.execute('import time\ntime.sleep(60)', { signal: controller.signal });
+      setTimeout(() => controller.abort(), 200);
+      await expect(running).rejects.toMatchObject({ name: 'AbortError' });
+      const after = await session.execute('print(x)');
+      expect(after).toMatchObject({ status: 'success', stdout: '3\n' });
+      expect(after.stateLost).toBeUndefined();
+      await session.close();
+    });
 
-  it('stops an idle interpreter after its idle timeout; the next cell starts fresh with stateLost', async () => {
-    const session = codecall.session({ idleTimeoutMs: 100 });
-    const first = await session.execute('import os\nx = 1\nprint(os.getpid())');
-    const pid = Number(first.stdout);
-    for (let waited = 0; waited < 10_000 && processAlive(pid); waited += 50) await sleep(50);
-    expect(processAlive(pid)).toBe(false);
-    const result = await session.execute('print("x" in globals())');
-    expect(result).toMatchObject({ status: 'success', stdout: 'False\n', stateLost: true });
-    await session.close();
+    it('gives each cell its own CPU budget, and stops a busy cell at it with reason cpu', async () => {
+      const session = codecallWith({ limits: { cpuSeconds: 1, timeoutMs: 20_000 } }).session();
+      const burn = 'import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.6:\n    pass';
+      expect((await session.execute(burn)).status).toBe('success');
+      expect((await session.execute(burn)).status).toBe('success');
+      const busy = await session.execute('while True:\n    pass');
+      expect(busy).toMatchObject({ status: 'limit', reason: 'cpu', stateLost: true });
+      await session.close();
+    });
+
+    it('starts fresh after reset, without reporting a loss the caller asked for', async () => {
+      const session = codecall.session();
+      await session.execute('x = 1');
+      await session.reset();
+      const result = await session.execute('print("x" in globals())');
+      expect(result).toMatchObject({ status: 'success', stdout: 'False\n' });
+      expect(result.stateLost).toBeUndefined();
+      await session.close();
+    });
+
+    it('stops an idle interpreter after its idle timeout; the next cell starts fresh with stateLost', async () => {
+      const session = codecall.session({ idleTimeoutMs: 100 });
+      const first = await session.execute('import os\nx = 1\nprint(os.getpid())');
+      const pid = Number(first.stdout);
+      for (let waited = 0; waited < 10_000 && processAlive(pid); waited += 50) await sleep(50);
+      expect(processAlive(pid)).toBe(false);
+      const result = await session.execute('print("x" in globals())');
+      expect(result).toMatchObject({ status: 'success', stdout: 'False\n', stateLost: true });
+      await session.close();
+    });
   });
 });
 

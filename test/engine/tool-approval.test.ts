@@ -3,9 +3,7 @@ import { createCodecall } from '../../src/engine/codecall.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import { NO_APPROVAL_HOOK_REASON, type ToolApprovalRequest } from '../../src/tools/tool-approval.js';
 import { captureError } from '../support/capture-error.js';
-import { useCodecalls } from '../support/codecall-fixture.js';
-
-const codecallWith = useCodecalls();
+import { codecallModes, useCodecallsIn } from '../support/codecall-modes.js';
 
 /** `delete_file(path)`, which always needs approval; `calls` records the paths it really deleted. */
 function deleteTool() {
@@ -33,7 +31,9 @@ const callAndReport = (call: string) =>
     '    print("denied:", error)',
   ].join('\n');
 
-describe('approval of tool calls', () => {
+describe.each(codecallModes)('approval of tool calls (%s runs)', (mode) => {
+  const codecallWith = useCodecallsIn(mode);
+
   it('runs an approved call; the hook sees the tool, the validated arguments and the run id', async () => {
     const { tool, calls } = deleteTool();
     const requests: ToolApprovalRequest[] = [];

@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Codecall, CodecallAbortError, createCodecall, defineTool } from '../../src/index.js';
 import {
@@ -237,10 +240,16 @@ describe.skipIf('missing' in redisServer)('worker fleet faults', () => {
       tools: countingTools(calls),
       remote: { redis: redis.url, queue },
     });
+    // The script waits for this file, made once the first worker is dead: however slowly the second one starts, the
+    // first never gets to the tool call.
+    const folder = mkdtempSync(join(tmpdir(), 'codecall-lost-before-call-'));
+    // Scripts run under a uid of their own: they must be able to look into the folder.
+    chmodSync(folder, 0o755);
+    const go = join(folder, 'go');
     try {
       const events: string[] = [];
       const running = codecall.execute(
-        'import time\ntime.sleep(2)\nfrom tools import record\nprint(record(key="r")["count"])',
+        `import os, time\nwhile not os.path.exists(${JSON.stringify(go)}):\n    time.sleep(0.05)\nfrom tools import record\nprint(record(key="r")["count"])`,
         {
           onEvent: (event) => events.push(event.type),
         },
@@ -248,12 +257,14 @@ describe.skipIf('missing' in redisServer)('worker fleet faults', () => {
       await waitUntil(() => events.includes('run-start'), 'the run to start');
       const survivor = await workerOn(queue, 1);
       await doomed.kill();
+      writeFileSync(go, '');
       const result = await running;
       expect(result.status).toBe('success');
       expect(result.worker).toBe(survivor.id);
       expect(calls.get('r')).toBe(1);
     } finally {
       await codecall.close();
+      rmSync(folder, { recursive: true, force: true });
     }
   }, 60_000);
 

@@ -62,9 +62,20 @@ function renderCapture(
   );
 }
 
+/** Whether the saved stdout file holds all the script printed or only its start (it stopped at `maxOutputBytes`). */
+export type FullOutputExtent = 'complete' | 'first part of the';
+
+/**
+ * The clause of a truncated stdout's omission notice that names where the full output is. A remote run's agent
+ * rewrites it once the file is on its own disk (or was not sent home), so its form lives here only.
+ */
+export function fullOutputClause(extent: FullOutputExtent, where: string): string {
+  return `; the ${extent} output ${where}`;
+}
+
 function renderStdout(capture: CapturedOutput, redactSecrets: boolean): string {
   const where = capture.fullOutputPath
-    ? `; the ${capture.fullOutputComplete ? 'complete' : 'first part of the'} output is in ${capture.fullOutputPath}`
+    ? fullOutputClause(capture.fullOutputComplete ? 'complete' : 'first part of the', `is in ${capture.fullOutputPath}`)
     : '';
   return renderCapture(capture, redactSecrets, (headBytes, tailBytes) =>
     omissionNotice({ headBytes, tailBytes, totalBytes: capture.totalBytes, where }),
