@@ -224,6 +224,17 @@ export class CodecallPreparation {
         { moduleName },
       );
     }
+    const { workspace, workspaceMount } = this.#options;
+    runner.prepareAhead?.({
+      interpreter,
+      // The module, runtime and command folders are made below, all inside the modules folder.
+      readOnlyPaths: [directories.modules],
+      runsRoot: directories.runs,
+      workspace:
+        workspaceMount === 'read-only' || workspaceMount === 'read-write'
+          ? { source: workspace, writable: workspaceMount === 'read-write' }
+          : undefined,
+    });
     const generated =
       modules.length === 0 && this.#staticModule !== undefined
         ? this.#staticModule
