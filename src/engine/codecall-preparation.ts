@@ -245,9 +245,7 @@ export class CodecallPreparation {
           });
     const [moduleDir, runtimeDir, interpreterCommandsDir] = await Promise.all([
       materializeModule(directories.modules, generated.files, interpreter.executable),
-      readPythonFiles(RUNTIME_DIR).then((files) =>
-        materializeModule(directories.modules, files, interpreter.executable),
-      ),
+      materializeModule(directories.modules, readPythonFiles(RUNTIME_DIR), interpreter.executable),
       materializeInterpreterCommands(directories.modules, interpreter.executable),
     ]);
     const rootFunctions = generated.functions.filter((fn) => fn.module === moduleName).map((fn) => fn.pythonName);
