@@ -16,16 +16,26 @@ import { makeOwnedDirectory } from './state-folders.js';
 /**
  * Facts that are slow to find out and stable across processes (the real interpreter behind a version-manager shim,
  * whether bubblewrap works here), kept as small JSON files in a folder of the state folder that only this user can
- * enter. Every entry carries the key it was found under (what would change the fact: paths, sizes, modification
- * times, the kernel release...); an entry whose key differs, or that cannot be read, parsed or trusted, is ignored.
+ * enter. Every fact carries the key it was found under (what would change the fact: paths, sizes, modification
+ * times, the kernel release...); a fact whose key differs, or a file that cannot be read, parsed or trusted, is
+ * ignored. A file keeps the facts of the last few keys, so hosts that alternate (two projects whose folders choose
+ * different interpreters, two installs of codecall) do not each throw the other's fact away.
  */
 
 /** Name of the cache folder inside the state folder. */
 export const HOST_CACHE_FOLDER = 'cache';
 /** Largest cache file read; a bigger one is not an entry this code wrote. */
 export const MAX_HOST_CACHE_BYTES = 4 * 1024 * 1024;
+/** Facts kept in one entry file, the most recently stored first; older ones are dropped. */
+export const MAX_HOST_CACHE_FACTS = 8;
 /** Version of the entry format: entries of another version are ignored. */
-const FORMAT_VERSION = 1;
+const FORMAT_VERSION = 2;
+
+/** One stored fact: the key it was found under, and its value. */
+interface StoredFact {
+  readonly key: unknown;
+  readonly value: unknown;
+}
 
 /** The cache folder of a state folder, created private (0700) on first use; undefined when it cannot be trusted. */
 export function hostCacheDirectory(stateRoot: string): string | undefined {
@@ -40,10 +50,16 @@ export function hostCacheDirectory(stateRoot: string): string | undefined {
 }
 
 /**
- * Reads the entry `name` and returns its value when it was stored under exactly `key`; undefined otherwise (missing,
- * corrupt, written under another key, not a regular file of this user, writable by others).
+ * Reads the entry `name` and returns the value stored under exactly `key`; undefined otherwise (missing, corrupt,
+ * stored under other keys only, not a regular file of this user, writable by others).
  */
 export function readHostCache<Value>(directory: string, name: string, key: unknown): Value | undefined {
+  const wanted = JSON.stringify(key);
+  return readFacts(directory, name)?.find((fact) => JSON.stringify(fact.key) === wanted)?.value as Value | undefined;
+}
+
+/** The facts of the entry `name`, or undefined when there is no entry this code wrote and this user alone may. */
+function readFacts(directory: string, name: string): readonly StoredFact[] | undefined {
   let descriptor: number | undefined;
   try {
     descriptor = openSync(join(directory, fileName(name)), constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -60,9 +76,9 @@ export function readHostCache<Value>(directory: string, name: string, key: unkno
     }
     const entry: unknown = JSON.parse(buffer.subarray(0, filled).toString('utf8'));
     if (typeof entry !== 'object' || entry === null) return undefined;
-    const { version, key: storedKey, value } = entry as { version?: unknown; key?: unknown; value?: unknown };
-    if (version !== FORMAT_VERSION || JSON.stringify(storedKey) !== JSON.stringify(key)) return undefined;
-    return value as Value;
+    const { version, facts } = entry as { version?: unknown; facts?: unknown };
+    if (version !== FORMAT_VERSION || !Array.isArray(facts)) return undefined;
+    return facts.filter((fact): fact is StoredFact => typeof fact === 'object' && fact !== null && 'key' in fact);
   } catch {
     return undefined;
   } finally {
@@ -71,11 +87,15 @@ export function readHostCache<Value>(directory: string, name: string, key: unkno
 }
 
 /**
- * Stores `value` under `key` as the entry `name`, atomically (a private temporary file renamed over the entry), so a
- * reader sees the old entry or the new one, never half of one. A failure to write is ignored: the cache only saves
- * time.
+ * Stores `value` under `key` in the entry `name`, first among the facts kept there (at most
+ * {@link MAX_HOST_CACHE_FACTS}; one of the same key is replaced), atomically (a private temporary file renamed over the
+ * entry), so a reader sees the old entry or the new one, never half of one. Two hosts storing at once may lose one of
+ * the two facts: it is found out again. A failure to write is ignored: the cache only saves time.
  */
 export function writeHostCache(directory: string, name: string, key: unknown, value: unknown): void {
+  const stored = JSON.stringify(key);
+  const kept = (readFacts(directory, name) ?? []).filter((fact) => JSON.stringify(fact.key) !== stored);
+  const facts = [{ key, value }, ...kept].slice(0, MAX_HOST_CACHE_FACTS);
   const target = join(directory, fileName(name));
   const temporary = `${target}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
   let descriptor: number | undefined;
@@ -85,7 +105,7 @@ export function writeHostCache(directory: string, name: string, key: unknown, va
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
       0o600,
     );
-    writeSync(descriptor, JSON.stringify({ version: FORMAT_VERSION, key, value }));
+    writeSync(descriptor, JSON.stringify({ version: FORMAT_VERSION, facts }));
     closeSync(descriptor);
     descriptor = undefined;
     renameSync(temporary, target);

@@ -47,10 +47,11 @@ export type SqliteReply =
  * works from the compiled package and from the TypeScript sources alike). sql.js runs a statement synchronously, so
  * it runs here, away from the host's event loop, which stays free to time it out and terminate the worker.
  */
-export const SQLITE_WORKER_SOURCE = `(${sqliteWorkerMain.toString()})();`;
+export const SQLITE_WORKER_SOURCE = `(${sqliteWorkerMain.toString()})(require);`;
 
-// Runs inside the worker: everything it uses is required here, nothing comes from this module's scope.
-function sqliteWorkerMain(): void {
+// Runs inside the worker: everything it uses is required here, nothing comes from this module's scope. `require`
+// comes in as `load`: a bundler rewrites calls of a free `require`, which the text of this function would carry.
+function sqliteWorkerMain(load: NodeJS.Require): void {
   interface Statement {
     bind(values?: unknown): boolean;
     step(): boolean;
@@ -79,8 +80,8 @@ function sqliteWorkerMain(): void {
   }
   class RequestError extends Error {}
 
-  const { parentPort, workerData } = require('node:worker_threads') as typeof import('node:worker_threads');
-  const fs = require('node:fs') as typeof import('node:fs');
+  const { parentPort, workerData } = load('node:worker_threads') as typeof import('node:worker_threads');
+  const fs = load('node:fs') as typeof import('node:fs');
   const data = workerData as SqliteWorkerData;
   const port = parentPort as NonNullable<typeof parentPort>;
   const cache = new Map<string, Statement>();
@@ -291,7 +292,7 @@ function sqliteWorkerMain(): void {
     port.postMessage(answer);
   });
 
-  const initSqlJs = require(data.sqlJsPath) as () => Promise<NonNullable<typeof SQL>>;
+  const initSqlJs = load(data.sqlJsPath) as () => Promise<NonNullable<typeof SQL>>;
   initSqlJs().then(
     (module) => {
       SQL = module;

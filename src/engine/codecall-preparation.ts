@@ -224,6 +224,17 @@ export class CodecallPreparation {
         { moduleName },
       );
     }
+    const { workspace, workspaceMount } = this.#options;
+    runner.prepareAhead?.({
+      interpreter,
+      // The module, runtime and command folders are made below, all inside the modules folder.
+      readOnlyPaths: [directories.modules],
+      runsRoot: directories.runs,
+      workspace:
+        workspaceMount === 'read-only' || workspaceMount === 'read-write'
+          ? { source: workspace, writable: workspaceMount === 'read-write' }
+          : undefined,
+    });
     const generated =
       modules.length === 0 && this.#staticModule !== undefined
         ? this.#staticModule
@@ -234,9 +245,7 @@ export class CodecallPreparation {
           });
     const [moduleDir, runtimeDir, interpreterCommandsDir] = await Promise.all([
       materializeModule(directories.modules, generated.files, interpreter.executable),
-      readPythonFiles(RUNTIME_DIR).then((files) =>
-        materializeModule(directories.modules, files, interpreter.executable),
-      ),
+      materializeModule(directories.modules, readPythonFiles(RUNTIME_DIR), interpreter.executable),
       materializeInterpreterCommands(directories.modules, interpreter.executable),
     ]);
     const rootFunctions = generated.functions.filter((fn) => fn.module === moduleName).map((fn) => fn.pythonName);

@@ -129,6 +129,12 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
     const [prepared] = await Promise.all([preparation.prepare(), warmedUp]);
     return prepared;
   };
+  // Describing the tool needs the module, not the argument checks: it does not wait for the warm-up (an MCP
+  // client's tools/list would otherwise wait for the checker to compile its meta-schema).
+  const prepareToDescribe = async (): Promise<Prepared> => {
+    tracking.assertOpen();
+    return preparation.prepare();
+  };
   // Made with the first prepared environment (it names the outputs folder); each run and session end asks for a prune.
   let pruner: OutputsPruner | undefined;
   const pruneSoon = (outputRoot: string) => {
@@ -165,7 +171,7 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
       }
     },
     async describe() {
-      const { generated, failedSources, environment } = await prepare();
+      const { generated, failedSources, environment } = await prepareToDescribe();
       pool?.fill(environment);
       return describeExecuteCodeTool({
         moduleName,
@@ -188,7 +194,7 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
       };
     },
     async generateModule() {
-      return (await prepare()).generated;
+      return (await prepareToDescribe()).generated;
     },
     async toolSources() {
       await prepare().catch(() => undefined);

@@ -69,10 +69,14 @@ const USER_NAMESPACE_SETTINGS = [
   '/proc/sys/user/max_user_namespaces',
   '/proc/sys/kernel/apparmor_restrict_unprivileged_userns',
 ];
-/** The code whose change must be tried again: this probe, the flags and the seccomp filter it tries. */
-const SANDBOX_CODE_FILES = ['./bubblewrap-probe.js', './bubblewrap-arguments.js', './seccomp.js'].map((file) =>
-  fileURLToPath(new URL(file, import.meta.url)),
-);
+/**
+ * The code whose change must be tried again: this probe, the flags and the seccomp filter it tries. The file this
+ * code is in comes first: in the bundled `codecall` command it holds all three (the others are then not there).
+ */
+const SANDBOX_CODE_FILES = [
+  fileURLToPath(import.meta.url),
+  ...['./bubblewrap-arguments.js', './seccomp.js'].map((file) => fileURLToPath(new URL(file, import.meta.url))),
+];
 
 const probes = new Map<string, Promise<SandboxProbe>>();
 

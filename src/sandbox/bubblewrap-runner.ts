@@ -1,5 +1,5 @@
 import { closeSync, openSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { CodecallError } from '../core/errors.js';
 import { BootVariable, FIRST_INHERITED_FILE_DESCRIPTOR } from '../core/launch-layout.js';
@@ -19,7 +19,7 @@ import { probeSandbox, type SandboxProbe, type SandboxProbeOptions } from './bub
 import { createRunCgroups, type RunCgroups, warmUpCgroupMigration } from './cgroups.js';
 import { interpreterRoots, outermost } from './interpreter-roots.js';
 import { configuredRunUidRange, handRunTo, type RunUidLease, type RunUidOptions, runUidAllocator } from './run-uids.js';
-import type { LaunchPlan, LaunchRequest, PreparedLaunch, RunContainment, SandboxRunner } from './runner.js';
+import type { LaunchPlan, LaunchRequest, PreparedLaunch, RunContainment, RunsAhead, SandboxRunner } from './runner.js';
 import { chooseSandboxFilesDirectory, writeContentAddressedFile } from './sandbox-files.js';
 import { openSeccompProgram } from './seccomp.js';
 import {
@@ -326,6 +326,30 @@ export class BubblewrapRunner implements SandboxRunner {
     return fixed;
   }
 
+  /**
+   * Starts the staging namespace that the runs of an environment will need (when the host is root and some of what
+   * they mount is out of the sandbox user's reach), while the engine still writes the module and the run directory.
+   * The run's own {@link stagingFor} then finds it made or being made; a failure is left to the run to report.
+   */
+  prepareAhead(environment: RunsAhead): void {
+    if (!hostIsRoot()) return;
+    try {
+      const workDir = join(this.realPath(environment.runsRoot), 'next-run');
+      const mounts: Mount[] = [
+        ...this.readOnlyMounts([...interpreterRoots(environment.interpreter), ...environment.readOnlyPaths], workDir),
+        // A run directory is staged through its parent, the runs root: this one need not exist.
+        { source: workDir, destination: workDir, writable: true, kind: 'run' },
+      ];
+      if (environment.workspace !== undefined) {
+        const { source, writable } = environment.workspace;
+        mounts.push({ source: this.realPath(source), destination: source, writable, kind: 'workspace' });
+      }
+      this.stagingFor(mounts).catch(() => undefined);
+    } catch {
+      // A path that cannot be resolved now fails the run, which says why.
+    }
+  }
+
   private realPath(path: string): string {
     let real = this.realPaths.get(path);
     if (real === undefined) {
@@ -340,22 +364,27 @@ export class BubblewrapRunner implements SandboxRunner {
    * writable). A read-only path holding the run directory is left out: it would show the other runs.
    */
   private mountsFor(request: LaunchRequest): Mount[] {
-    const readOnly = outermost([
-      ...interpreterRoots(request.interpreter),
-      ...request.readOnlyPaths,
-      ...this.extraReadOnlyPaths,
-    ]).filter((path) => !isInside(request.workDir, path));
-    const mounts: Mount[] = readOnly.map((destination) => ({
-      source: this.realPath(destination),
-      destination,
-      writable: false,
-      kind: 'read-only' as const,
-    }));
+    const mounts = this.readOnlyMounts(
+      [...interpreterRoots(request.interpreter), ...request.readOnlyPaths],
+      request.workDir,
+    );
     mounts.push({ source: realpathSync(request.workDir), destination: request.workDir, writable: true, kind: 'run' });
     const workspace = workspaceMount(request);
     if (workspace !== undefined) mounts.push(workspace);
     // Parents before what lies inside them, or a later bind would hide an earlier one.
     return mounts.sort((left, right) => (left.destination < right.destination ? -1 : 1));
+  }
+
+  /** The read-only binds of `paths` and the runner's extra paths, less one holding the run directory `workDir`. */
+  private readOnlyMounts(paths: readonly string[], workDir: string): Mount[] {
+    return outermost([...paths, ...this.extraReadOnlyPaths])
+      .filter((path) => !isInside(workDir, path))
+      .map((destination) => ({
+        source: this.realPath(destination),
+        destination,
+        writable: false,
+        kind: 'read-only' as const,
+      }));
   }
 
   private isReachable(path: string): boolean {

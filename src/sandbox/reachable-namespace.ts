@@ -136,7 +136,8 @@ export async function createReachableNamespace(
     'shift',
     'while [ "$#" -gt 0 ]; do mount -o remount,ro -- "$1"; shift; done',
     'echo ready',
-    'exec cat >/dev/null',
+    // Waits until the host closes stdin (the shell's own read: no further process to start).
+    'read -r _ || :',
   ].join('\n');
   const scriptArguments = [
     ...needed.flatMap((entry, index) => [entry.root.path, stages[index] as string]),

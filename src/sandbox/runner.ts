@@ -93,4 +93,20 @@ export interface SandboxRunner {
   readonly isolationWarning?: string | undefined;
   /** Builds the launch of one run. May create per-run resources, released by `containment.dispose`. */
   prepare(request: LaunchRequest): Promise<PreparedLaunch>;
+  /**
+   * Starts, in the background, what every run of an environment needs and a first run would otherwise wait for
+   * (the bubblewrap runner: its staging namespace). Never throws: a failure is met again, and reported, by the run.
+   */
+  prepareAhead?(environment: RunsAhead): void;
+}
+
+/** What the runs of an environment will use, known before the first of them: see {@link SandboxRunner.prepareAhead}. */
+export interface RunsAhead {
+  readonly interpreter: PythonInterpreter;
+  /** Folders holding every read-only path runs will get (the module, runtime and command folders). */
+  readonly readOnlyPaths: readonly string[];
+  /** The folder run directories are made in. */
+  readonly runsRoot: string;
+  /** The workspace as runs will see it, unless they do not see it or see a copy of it. */
+  readonly workspace?: { readonly source: string; readonly writable: boolean } | undefined;
 }

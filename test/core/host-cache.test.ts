@@ -2,7 +2,13 @@ import { chmodSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { fileSignature, hostCacheDirectory, readHostCache, writeHostCache } from '../../src/core/host-cache.js';
+import {
+  fileSignature,
+  hostCacheDirectory,
+  MAX_HOST_CACHE_FACTS,
+  readHostCache,
+  writeHostCache,
+} from '../../src/core/host-cache.js';
 
 describe('host cache', () => {
   let root: string;
@@ -20,6 +26,19 @@ describe('host cache', () => {
     expect(readHostCache(directory, 'other', { path: '/x', size: 1 })).toBeUndefined();
   });
 
+  it('keeps the facts of the last keys stored, so hosts that alternate keep theirs, and drops the oldest', () => {
+    for (let index = 0; index <= MAX_HOST_CACHE_FACTS; index += 1) {
+      writeHostCache(directory, 'facts', { folder: `/project-${index}` }, index);
+    }
+    expect(readHostCache(directory, 'facts', { folder: '/project-0' })).toBeUndefined();
+    for (let index = 1; index <= MAX_HOST_CACHE_FACTS; index += 1) {
+      expect(readHostCache(directory, 'facts', { folder: `/project-${index}` })).toBe(index);
+    }
+    writeHostCache(directory, 'facts', { folder: '/project-1' }, 'again');
+    expect(readHostCache(directory, 'facts', { folder: '/project-1' })).toBe('again');
+    expect(readHostCache(directory, 'facts', { folder: '/project-2' })).toBe(2);
+  });
+
   it('keeps the folder private and leaves no temporary file behind', () => {
     writeHostCache(directory, 'facts', 1, 'one');
     writeHostCache(directory, 'facts', 2, 'two');
@@ -28,7 +47,7 @@ describe('host cache', () => {
   });
 
   it('ignores a corrupt entry, a link in place of an entry and an entry others may write', () => {
-    writeFileSync(join(directory, 'corrupt.json'), '{"version":1,"key":1,"value":');
+    writeFileSync(join(directory, 'corrupt.json'), '{"version":2,"facts":[{"key":1,"value":');
     expect(readHostCache(directory, 'corrupt', 1)).toBeUndefined();
 
     writeHostCache(directory, 'target', 1, 'planted');

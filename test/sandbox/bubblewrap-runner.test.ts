@@ -1,10 +1,20 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { hostIsRoot } from '../../src/sandbox/bubblewrap-arguments.js';
 import { createBubblewrapRunner } from '../../src/sandbox/bubblewrap-runner.js';
 import { readCgroupLayout } from '../../src/sandbox/cgroups.js';
+import { resolvePythonInterpreter } from '../../src/sandbox/interpreter.js';
 import { configuredRunUidRange } from '../../src/sandbox/run-uids.js';
 import { isReachableBy } from '../../src/sandbox/staging-namespace.js';
 import { launchWithRunner } from './support/launch-plan.js';
@@ -152,6 +162,42 @@ describe.skipIf(!bubblewrapUsable)('bubblewrap runner', () => {
       });
       expect(outcome.stderr).toBe('');
       expect(outcome.stdout).toBe('42\nRead-only file system\n');
+    },
+  );
+
+  it.skipIf(!hostIsRoot())(
+    'as root, makes the staging namespace ahead of the first run, and the run uses that one',
+    async () => {
+      const privateDirectory = join(scratch, 'private-ahead');
+      const library = join(privateDirectory, 'modules', 'library');
+      mkdirSync(library, { recursive: true });
+      chmodSync(privateDirectory, 0o700);
+      writeFileSync(join(library, 'ahead_helper.py'), 'VALUE = 7\n');
+      const runsRoot = join(privateDirectory, 'runs');
+      mkdirSync(runsRoot, { mode: 0o711 });
+      const filesDirectory = mkdtempSync(join(tmpdir(), 'codecall-ahead-files-'));
+      chmodSync(filesDirectory, 0o711);
+      const stages = () => readdirSync(filesDirectory).filter((name) => name.startsWith(`stage-${process.pid}-`));
+      try {
+        const runner = await createBubblewrapRunner({ filesDirectory });
+        runner.prepareAhead({
+          interpreter: await resolvePythonInterpreter('python3'),
+          readOnlyPaths: [dirname(library)],
+          runsRoot,
+        });
+        expect(stages()).toHaveLength(1);
+        const outcome = await launchWithRunner({
+          runner,
+          runsRoot,
+          readOnlyPaths: [library],
+          code: `import sys\nsys.path.insert(0, ${JSON.stringify(library)})\nimport ahead_helper\nprint(ahead_helper.VALUE)`,
+        });
+        expect(outcome.stderr).toBe('');
+        expect(outcome.stdout).toBe('7\n');
+        expect(stages()).toHaveLength(1);
+      } finally {
+        rmSync(filesDirectory, { recursive: true, force: true });
+      }
     },
   );
 });

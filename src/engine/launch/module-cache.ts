@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { readdirSync, readFileSync } from 'node:fs';
+import { mkdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 
 /** A Python source file, relative to the folder that goes on `sys.path`. */
@@ -72,19 +73,22 @@ async function writeModule(
   return target;
 }
 
-/** Reads the `.py` files below a folder (the shipped runtime) as module files. */
-export async function readPythonFiles(folder: string): Promise<ModuleFile[]> {
+/**
+ * Reads the `.py` files below a folder (the shipped runtime) as module files. Synchronous: a few small files read
+ * once per preparation, where the thread pool's round trips cost more than the reads.
+ */
+export function readPythonFiles(folder: string): ModuleFile[] {
   const files: ModuleFile[] = [];
-  const walk = async (directory: string): Promise<void> => {
-    for (const entry of await readdir(directory, { withFileTypes: true })) {
+  const walk = (directory: string): void => {
+    for (const entry of readdirSync(directory, { withFileTypes: true })) {
       const path = join(directory, entry.name);
-      if (entry.isDirectory() && entry.name !== '__pycache__') await walk(path);
+      if (entry.isDirectory() && entry.name !== '__pycache__') walk(path);
       else if (entry.isFile() && entry.name.endsWith('.py')) {
-        files.push({ path: relative(folder, path), content: await readFile(path, 'utf8') });
+        files.push({ path: relative(folder, path), content: readFileSync(path, 'utf8') });
       }
     }
   };
-  await walk(folder);
+  walk(folder);
   return files.sort((a, b) => a.path.localeCompare(b.path));
 }
 

@@ -309,6 +309,8 @@ export class Supervisor {
     const timeoutTimer = setTimeout(() => this.#stop(current, 'timeout'), limits.timeoutMs);
     const onAbort = () => this.#stop(current, 'aborted');
     options.signal?.addEventListener('abort', onAbort, { once: true });
+    // An abort while the interpreter was being started fired before this listener: it stops the run now.
+    if (options.signal?.aborted) onAbort();
     options.onStart?.((reason) => this.#stop(current, reason));
     // A pooled interpreter's channel was paused after `$ready`; the server listens now, so nothing is lost.
     if (options.handOver !== undefined || options.handedOver === true) process.channel.resume();
