@@ -32,8 +32,12 @@ __all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "
 # scheduler wake-up (tens of µs on a VM). It polls only while replies come quickly: after a wait longer than twice
 # this, the next call sleeps at once, and a quick reply turns polling on again.
 _REPLY_POLL_NANOSECONDS = 100_000
-# Bytes one read of the channel asks for (the raw text of a large reply is read straight into its own buffer).
+# Starting size of the channel's receive buffer: one read asks for what room it has.
 _READ_BYTES = 1 << 16
+# Largest receive buffer kept between reads. Replies are read into one buffer the channel keeps, so a large reply
+# costs no fresh memory (on a VM, a new page can take tens of µs to fault in); one larger than this (with its raw text)
+# grows the buffer for itself, which then drops back to _READ_BYTES.
+_KEPT_BUFFER_BYTES = 2 << 20
 _clock = time.perf_counter_ns
 _yield_processor = getattr(posix, "sched_yield", lambda: None)
 
@@ -102,8 +106,9 @@ class _Channel:
         self._reading = False
         self._waiting = 0
         self._async_waiting = 0
-        self._partial = []
-        self._partial_size = 0
+        # What was read and not yet handed out (the start of a frame, or of the next ones) is `_buffer[:_buffered]`.
+        self._buffer = bytearray(_READ_BYTES)
+        self._buffered = 0
         self._broken = None
         self._forked = False
         self._nonblocking = False
@@ -270,9 +275,9 @@ class _Channel:
                 self._reading = True
                 self._start_reader_thread()
 
-    def _read_alone(self):
-        """Reads the next chunk for a lone caller: while replies have been coming quickly, polls for up to
-        _REPLY_POLL_NANOSECONDS first; then sleeps in a blocking read."""
+    def _read_alone(self, view):
+        """Reads the next chunk into `view` for a lone caller: while replies have been coming quickly, polls for up to
+        _REPLY_POLL_NANOSECONDS first; then sleeps in a blocking read. Returns the bytes read (0 at the end)."""
         descriptor = self._descriptor
         started = _clock()
         if self._poll_replies:
@@ -282,63 +287,60 @@ class _Channel:
             deadline = started + _REPLY_POLL_NANOSECONDS
             while True:
                 try:
-                    return posix.read(descriptor, _READ_BYTES)
+                    return posix.readv(descriptor, [view])
                 except BlockingIOError:
                     if _clock() > deadline:
                         break
                     # Whatever else is runnable here (the host serving other scripts, say) goes first: polling stays
                     # off the critical path of a busy machine.
                     _yield_processor()
-        chunk = self._read_blocking()
+        count = self._read_blocking(view)
         self._poll_replies = _clock() - started <= 2 * _REPLY_POLL_NANOSECONDS
-        return chunk
+        return count
 
-    def _read_blocking(self):
+    def _read_blocking(self, view):
         if self._nonblocking:
             self._set_blocking()
-        return posix.read(self._descriptor, _READ_BYTES)
+        return posix.readv(self._descriptor, [view])
 
-    def _read_into(self, view):
-        """Fills `view` from the channel (blocking); False when the channel failed or was closed first."""
-        if self._nonblocking:
-            self._set_blocking()
-        while view:
-            try:
-                count = posix.readv(self._descriptor, [view])
-            except InterruptedError:
-                continue
-            except OSError as error:
-                self._fail_all("the tool channel failed (%s)" % error)
-                return False
-            if not count:
-                self._fail_all("the tool channel was closed by the host (the run has ended)")
-                return False
-            view = view[count:]
-        return True
+    def _make_room(self, position, end, needed):
+        """Moves the unread bytes `_buffer[position:end]` to the front of a buffer that has room for `needed` bytes
+        from there; returns their new end."""
+        kept = end - position
+        buffer = self._buffer
+        if len(buffer) < needed:
+            grown = bytearray(max(needed, 2 * len(buffer)))
+            grown[:kept] = memoryview(buffer)[position:end]
+            self._buffer = grown
+        elif position:
+            buffer[:kept] = buffer[position:end]
+        return kept
 
     def _read_and_dispatch(self, alone=False):
         """Reads what the host sent (see _read_alone for a lone caller) and hands replies to their callers."""
+        start = self._buffered
+        if start == len(self._buffer):
+            # A frame longer than the buffer: room for more of it.
+            self._make_room(0, start, 2 * start)
         try:
-            chunk = self._read_alone() if alone else self._read_blocking()
+            view = memoryview(self._buffer)[start:]
+            count = self._read_alone(view) if alone else self._read_blocking(view)
         except OSError as error:
             self._fail_all("the tool channel failed (%s)" % error)
             return
-        if not chunk:
+        finally:
+            view = None
+        if not count:
             self._fail_all("the tool channel was closed by the host (the run has ended)")
             return
-        if chunk[-1] != 10 and b"\n" not in chunk:
-            # Partial frame: keep the pieces and join once, so a large reply is not copied over and over.
-            self._partial.append(chunk)
-            self._partial_size += len(chunk)
-            if self._partial_size > self._max_frame_bytes:
+        end = start + count
+        if self._buffer.find(b"\n", start, end) == -1:
+            # Part of a frame: keep it where it is and read on.
+            self._buffered = end
+            if end > self._max_frame_bytes:
                 self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
             return
-        if self._partial:
-            self._partial.append(chunk)
-            chunk = b"".join(self._partial)
-            self._partial = []
-            self._partial_size = 0
-        replies = self._split_replies(chunk)
+        replies = self._split_replies(end)
         if replies is None:
             return
         with self._lock:
@@ -356,18 +358,19 @@ class _Channel:
             if self._waiting:
                 self._replied.notify_all()
 
-    def _split_replies(self, data):
-        """The replies in `data` (frames, and the raw text following a frame that has some); keeps an incomplete
-        end for the next read. None when the channel failed."""
+    def _split_replies(self, end):
+        """The replies in `_buffer[:end]` (frames, and the raw text following a frame that has some, read in full
+        here); keeps an incomplete last frame at the front of the buffer for the next read. None when the channel
+        failed."""
         decode = self._decode_json
+        buffer = self._buffer
         replies = []
         position = 0
-        size = len(data)
-        while position < size:
-            newline = data.find(b"\n", position)
+        while position < end:
+            newline = buffer.find(b"\n", position, end)
             if newline == -1:
                 break
-            line = data[position:newline]
+            line = buffer[position:newline]
             position = newline + 1
             if not line:
                 continue
@@ -381,23 +384,46 @@ class _Channel:
                 if raw_size is None or raw_size + len(line) > self._max_frame_bytes:
                     self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
                     return None
-                if size - position >= raw_size:
-                    position = _fill_raw_text(reply, segments, data, position)
-                else:
-                    # The rest of the text is read straight into one buffer: no piece is kept, joined or sliced.
-                    text = bytearray(raw_size)
-                    have = size - position
-                    text[:have] = memoryview(data)[position:]
-                    position = size
-                    if not self._read_into(memoryview(text)[have:]):
+                if end - position < raw_size:
+                    # The rest of the text is read into the buffer, behind what it has of it.
+                    end = self._make_room(position, end, raw_size + _READ_BYTES)
+                    buffer = self._buffer
+                    position = 0
+                    end = self._read_at_least(raw_size, end)
+                    if end is None:
                         return None
-                    _fill_raw_text(reply, segments, text, 0)
+                position = _fill_raw_text(reply, segments, buffer, position)
             replies.append(reply)
-        if position < size:
-            rest = data[position:]
-            self._partial.append(rest)
-            self._partial_size = len(rest)
+        kept = self._make_room(position, end, 0) if position < end else 0
+        self._buffered = kept
+        if len(self._buffer) > _KEPT_BUFFER_BYTES and kept <= _READ_BYTES:
+            large = self._buffer
+            self._buffer = bytearray(_READ_BYTES)
+            self._buffer[:kept] = memoryview(large)[:kept]
         return replies
+
+    def _read_at_least(self, size, end):
+        """Reads (blocking) into the buffer after `end` until it holds `size` bytes; returns the new end, or None
+        when the channel failed or was closed first."""
+        if self._nonblocking:
+            self._set_blocking()
+        view = memoryview(self._buffer)
+        try:
+            while end < size:
+                try:
+                    count = posix.readv(self._descriptor, [view[end:]])
+                except InterruptedError:
+                    continue
+                except OSError as error:
+                    self._fail_all("the tool channel failed (%s)" % error)
+                    return None
+                if not count:
+                    self._fail_all("the tool channel was closed by the host (the run has ended)")
+                    return None
+                end += count
+        finally:
+            view.release()
+        return end
 
     def next_notification(self):
         """Waits for the host's next notification (`$run`, `$cell`) while replies keep reaching their callers.
