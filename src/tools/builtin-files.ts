@@ -120,7 +120,7 @@ export function createFileTools(options: FileToolsOptions): Tool[] {
         'the line to pass as `offset` to continue. `totalLines` counts the whole file. Symbolic links are not followed.',
       inputSchema: READ_FILE_INPUT,
       outputSchema: READ_FILE_OUTPUT,
-      execute: (args, context) => readFileTool(workspace, args, context.signal),
+      execute: (args, context) => readFileTool(workspace, args, context),
     }),
     defineTool({
       name: 'write_file',
@@ -318,7 +318,7 @@ export interface ReadFileResult {
 async function readFileTool(
   workspace: Workspace,
   args: Record<string, unknown>,
-  signal: AbortSignal,
+  context: ToolContext,
 ): Promise<ReadFileResult> {
   const requested = requireString('read_file', args, 'path');
   const offset = optionalPositiveInteger('read_file', args, 'offset') ?? 1;
@@ -326,7 +326,7 @@ async function readFileTool(
   const target = parseWorkspacePath(workspace, 'read_file', requested);
   const file = await openFileForReading(workspace, 'read_file', requested, target);
   try {
-    const scan = await scanLines(file.fd, file.stats.size, offset, limit, signal);
+    const scan = await scanLines(file.fd, file.stats.size, offset, limit, context);
     const base = { path: target.displayPath, totalLines: scan.totalLines, offset, limit: limit ?? null };
     const kept = scan.kept.length === 1 ? (scan.kept[0] as Buffer) : Buffer.concat(scan.kept);
     if (scan.capHit && scan.completeLines > 0) {
@@ -398,7 +398,7 @@ async function scanLines(
   size: number,
   offset: number,
   limit: number | undefined,
-  signal: AbortSignal,
+  context: ToolContext,
 ): Promise<LineScan> {
   const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
   const kept: Buffer[] = [];
@@ -412,12 +412,16 @@ async function scanLines(
   // The first read asks for one byte more than the stats say, so a file that grew meanwhile is noticed.
   let readSize = size < WHOLE_READ_MAX_BYTES ? size + 1 : READ_CHUNK_BYTES;
   for (;;) {
-    if (signal.aborted) throw new FileToolError('read_file: the call was cancelled');
     const buffer = Buffer.allocUnsafe(readSize);
-    const bytesRead =
-      totalBytes + readSize <= SYNC_READ_MAX_BYTES
-        ? readSync(fd, buffer, 0, readSize, null)
-        : await readDescriptor(fd, buffer, 0, readSize);
+    let bytesRead: number;
+    if (totalBytes + readSize <= SYNC_READ_MAX_BYTES) {
+      bytesRead = readSync(fd, buffer, 0, readSize, null);
+    } else {
+      // Only a read through the thread pool can outlast its call: checking there alone spares the quick reads the
+      // making of the call's signal.
+      if (context.signal.aborted) throw new FileToolError('read_file: the call was cancelled');
+      bytesRead = await readDescriptor(fd, buffer, 0, readSize);
+    }
     if (bytesRead === 0) break;
     totalBytes += bytesRead;
     lastByte = buffer[bytesRead - 1] ?? -1;

@@ -180,6 +180,27 @@ describe('read_file', () => {
     expect(result.note).toBe('line 1 is longer than the 1 MiB cap and was cut');
   });
 
+  it('stops a read through the thread pool once its call is cancelled; a quick read never makes the signal', async () => {
+    const tool = tools.get('read_file');
+    let signalReads = 0;
+    const cancelled = new AbortController();
+    cancelled.abort();
+    const context = {
+      ...createTestContext('read_file'),
+      get signal() {
+        signalReads += 1;
+        return cancelled.signal;
+      },
+    };
+    expect(await tool?.invoke({ path: 'notes.txt' }, context)).toMatchObject({
+      content: 'one\ntwo\nthree\nfour\nfive\n',
+    });
+    expect(signalReads).toBe(0);
+    await writeFile(path.join(workspace, 'pool-read.txt'), `${'y'.repeat(999)}\n`.repeat(600));
+    await expect(tool?.invoke({ path: 'pool-read.txt' }, context)).rejects.toThrow('read_file: the call was cancelled');
+    expect(signalReads).toBe(1);
+  });
+
   it('refuses symbolic links even when they stay inside the workspace', async () => {
     await expect(call('read_file', { path: 'inside-link.txt' })).rejects.toThrow(
       "read_file: 'inside-link.txt' is a symbolic link; the file tools never follow links (use the path of the target if it is inside the workspace)",
