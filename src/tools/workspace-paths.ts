@@ -189,6 +189,8 @@ export function parseWorkspacePath(workspace: Workspace, toolName: string, reque
     throw new FileToolError(`${toolName}: the path is longer than ${MAX_PATH_CHARS} characters`);
   }
   if (requested.includes('\0')) throw new FileToolError(`${toolName}: path '${requested}' contains a NUL character`);
+  const plain = plainRelativeComponents(requested);
+  if (plain !== undefined) return { components: plain, displayPath: requested };
   const candidate = path.resolve(workspace.realPath, requested);
   const root = [workspace.realPath, workspace.path].find((directory) => isInside(candidate, directory));
   if (root === undefined) throw outsideError(toolName, requested);
@@ -196,6 +198,20 @@ export function parseWorkspacePath(workspace: Workspace, toolName: string, reque
   const components = relative === '' ? [] : relative.split(path.sep);
   return { components, displayPath: components.join('/') || '.' };
 }
+
+// The components of a relative path that has no empty, `.` or `..` component (the common `src/main.py`), which the
+// lexical resolution above would leave as they are; undefined for any other path. Spares every call its
+// path.resolve and path.relative.
+function plainRelativeComponents(requested: string): string[] | undefined {
+  if (requested.charCodeAt(0) === SLASH) return undefined;
+  const components = requested.split('/');
+  for (const component of components) {
+    if (component === '' || component === '.' || component === '..') return undefined;
+  }
+  return components;
+}
+
+const SLASH = 0x2f;
 
 /** Throws the policy's refusal of a path, if any. */
 export function checkAccess(

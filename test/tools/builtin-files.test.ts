@@ -201,6 +201,32 @@ describe('read_file', () => {
     expect(signalReads).toBe(1);
   });
 
+  it('names a file by its place in the workspace however the path is written, dotted names included', async () => {
+    const root = path.join(base, 'spellings');
+    await mkdir(path.join(root, 'a', 'b'), { recursive: true });
+    for (const name of ['...', '..x', 'x..', '.hidden']) await writeFile(path.join(root, 'a', name), `${name}\n`);
+    await writeFile(path.join(root, 'a', 'b', 'c.txt'), 'c\n');
+    const [readFile] = createFileTools({ workspace: root }).map(registerTool);
+    const read = (requested: string) => readFile?.invoke({ path: requested }, createTestContext('read_file'));
+    for (const spelling of [
+      'a/b/c.txt',
+      './a/b/c.txt',
+      'a//b/c.txt',
+      'a/./b/c.txt',
+      'a/b/../b/c.txt',
+      'a/b/c.txt/',
+      `${root}/a/b/c.txt`,
+    ]) {
+      expect(await read(spelling)).toMatchObject({ path: 'a/b/c.txt', content: 'c\n' });
+    }
+    for (const name of ['...', '..x', 'x..', '.hidden']) {
+      expect(await read(`a/${name}`)).toMatchObject({ path: `a/${name}`, content: `${name}\n` });
+      expect(await read(`a/b/../${name}`)).toMatchObject({ path: `a/${name}`, content: `${name}\n` });
+    }
+    await expect(read('a/b/../../..')).rejects.toThrow("read_file: path 'a/b/../../..' is outside the workspace");
+    await expect(read('a/..')).rejects.toThrow("read_file: 'a/..' is a directory");
+  });
+
   it('refuses symbolic links even when they stay inside the workspace', async () => {
     await expect(call('read_file', { path: 'inside-link.txt' })).rejects.toThrow(
       "read_file: 'inside-link.txt' is a symbolic link; the file tools never follow links (use the path of the target if it is inside the workspace)",
