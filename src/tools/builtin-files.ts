@@ -327,43 +327,34 @@ async function readFileTool(
   const file = await openFileForReading(workspace, 'read_file', requested, target);
   try {
     const scan = await scanLines(file.fd, file.stats.size, offset, limit, context);
-    const base = { path: target.displayPath, totalLines: scan.totalLines, offset, limit: limit ?? null };
     const kept = scan.kept.length === 1 ? (scan.kept[0] as Buffer) : Buffer.concat(scan.kept);
+    // Built in one literal and filled in below (no spread): the keys keep this order in every case.
+    const result: ReadFileResult = {
+      path: target.displayPath,
+      totalLines: scan.totalLines,
+      offset,
+      limit: limit ?? null,
+      content: '',
+      truncated: scan.capHit,
+      nextOffset: null,
+    };
     if (scan.capHit && scan.completeLines > 0) {
       const nextOffset = offset + scan.completeLines;
-      return withContent(
-        {
-          ...base,
-          content: '',
-          truncated: true,
-          nextOffset,
-          note: `stopped at the ${formatBytes(MAX_READ_BYTES)} cap after ${scan.completeLines} lines; call read_file again with offset=${nextOffset} to continue`,
-        },
-        kept.subarray(0, scan.bytesAtLastLineEnd),
-      );
+      result.nextOffset = nextOffset;
+      result.note = `stopped at the ${formatBytes(MAX_READ_BYTES)} cap after ${scan.completeLines} lines; call read_file again with offset=${nextOffset} to continue`;
+      return withContent(result, kept.subarray(0, scan.bytesAtLastLineEnd));
     }
     if (scan.capHit) {
-      const nextOffset = offset + 1 <= scan.totalLines ? offset + 1 : null;
-      return withContent(
-        {
-          ...base,
-          content: '',
-          truncated: true,
-          nextOffset,
-          note: `line ${offset} is longer than the ${formatBytes(MAX_READ_BYTES)} cap and was cut`,
-        },
-        withoutPartialCharacter(kept),
-      );
+      result.nextOffset = offset + 1 <= scan.totalLines ? offset + 1 : null;
+      result.note = `line ${offset} is longer than the ${formatBytes(MAX_READ_BYTES)} cap and was cut`;
+      return withContent(result, withoutPartialCharacter(kept));
     }
     const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
-    const note =
-      offset > scan.totalLines && scan.totalLines > 0
-        ? { note: `offset ${offset} is past the end of the file (${scan.totalLines} lines)` }
-        : {};
-    return withContent(
-      { ...base, content: '', truncated: false, nextOffset: endLine <= scan.totalLines ? endLine : null, ...note },
-      kept,
-    );
+    result.nextOffset = endLine <= scan.totalLines ? endLine : null;
+    if (offset > scan.totalLines && scan.totalLines > 0) {
+      result.note = `offset ${offset} is past the end of the file (${scan.totalLines} lines)`;
+    }
+    return withContent(result, kept);
   } finally {
     closeDescriptor(file.fd);
   }
