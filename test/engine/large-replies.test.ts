@@ -74,4 +74,3 @@ with ThreadPoolExecutor(${threads}) as pool:
     expect(result.stdout).toBe(`${total}\n`);
   });
 });
-
