@@ -20,20 +20,13 @@ import {
   timeConcurrentSpawns,
   timeSpawn,
 } from './measure.js';
-import { measureStartup, waitTool } from './startup.js';
+import { measureStartup, PARALLEL_CALLS, POOL_REFILL_PAUSE_MS, waitTool } from './startup.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 60);
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000);
 const CELLS = 20 * RUNS;
 const CONCURRENT_RUNS = 64;
-const PARALLEL_CALLS = 100;
 const GENERATED_TOOLS = 500;
-/**
- * Pause before each warm-pool run and before its baseline, so the pool has replaced the interpreter the last run
- * took (a refill pre-imports asyncio, json and re: about 100 ms of CPU here) and both are measured after the same idle
- * time.
- */
-const POOL_REFILL_PAUSE_MS = 150;
 /** Scripts calling tools in a loop at the same time, for the throughput of the channel under load. */
 const CONCURRENT_CALLERS = 4;
 /** Rounds of sequential tool calls, each next to a round of the plain JSON echo. */

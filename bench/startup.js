@@ -32,12 +32,14 @@ export const waitTool = defineTool({
 const FIRST_SCRIPT_CALLS = 1_000;
 /** Fresh host processes of the first-script figure. */
 const FRESH_PROCESSES = 5;
-const PARALLEL_CALLS = 100;
+/** Calls of the 100 ms tool made at once by the parallel-call figures (here and in bench/run.js). */
+export const PARALLEL_CALLS = 100;
 /**
  * Least pause before each warm-pool run and its baselines, so the pool has replaced the interpreter the last run took
- * (the pause is longer when starting an interpreter takes longer here: see {@link poolRefillPause}).
+ * (the pause is longer when starting an interpreter takes longer here: see {@link poolRefillPause}); bench/run.js
+ * pauses this long before its warm-pool runs and their baselines.
  */
-const POOL_REFILL_PAUSE_MS = 150;
+export const POOL_REFILL_PAUSE_MS = 150;
 /** How many times the start of a pooled interpreter the pause lasts, so no refill runs beside a measured run. */
 const POOL_REFILL_PAUSE_FACTOR = 2;
 
