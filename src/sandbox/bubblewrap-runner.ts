@@ -168,6 +168,8 @@ export class BubblewrapRunner implements SandboxRunner {
       const warmUp = viaControlChannel ? warmUpCgroupMigration() : undefined;
       const mounts = this.mountsFor(request);
       const staging = await this.stagingFor(mounts);
+      // A host path as bwrap sees it: through the staging namespace when there is one.
+      const sourceOf = (path: string) => staging?.reachable(path) ?? path;
       seccomp = this.probe.seccomp ? openSeccompProgram(this.filesDirectory) : undefined;
       // Held at the user namespace until it is inside its cgroups, unless the engine holds the script itself.
       const holdSandbox = viaControlChannel && request.scriptGated !== true;
@@ -189,18 +191,15 @@ export class BubblewrapRunner implements SandboxRunner {
         request,
         environment,
         otherDestinations: mounts.filter((mount) => mount.kind !== 'run').map((mount) => mount.destination),
-        scriptSource:
-          request.scriptFile === undefined
-            ? undefined
-            : (staging?.reachable(realpathSync(request.scriptFile)) ?? realpathSync(request.scriptFile)),
+        scriptSource: request.scriptFile === undefined ? undefined : sourceOf(realpathSync(request.scriptFile)),
       });
       const bubblewrapArguments = [
         ...this.fixedArgumentsFor(request.network),
         '--ro-bind',
-        staging?.reachable(accounts.passwd) ?? accounts.passwd,
+        sourceOf(accounts.passwd),
         '/etc/passwd',
         '--ro-bind',
-        staging?.reachable(accounts.group) ?? accounts.group,
+        sourceOf(accounts.group),
         '/etc/group',
         ...scratchArguments(
           Math.min(limits.maxFileBytes, limits.maxDiskBytes),
@@ -209,11 +208,7 @@ export class BubblewrapRunner implements SandboxRunner {
         ...mounts.flatMap((mount) =>
           mount.kind === 'run'
             ? disk.runArguments
-            : [
-                mount.writable ? '--bind' : '--ro-bind',
-                staging?.reachable(mount.source) ?? mount.source,
-                mount.destination,
-              ],
+            : [mount.writable ? '--bind' : '--ro-bind', sourceOf(mount.source), mount.destination],
         ),
         ...(disk.tmp === 'link' ? ['--symlink', disk.tmpTarget, '/tmp'] : []),
         '--remount-ro',
