@@ -106,7 +106,7 @@ describe.skipIf(!bubblewrapUsable)('the disk limit of a run under bubblewrap', (
         'import os\nfor index in range(20_000_000):\n    os.close(os.open("e%d" % index, os.O_CREAT | os.O_WRONLY, 0o600))\nprint("all made")',
       );
       expect(emptyFiles).toMatchObject({ status: 'limit', reason: 'memory' });
-      const data = await codecall.execute(`${fillScript('"."')}`);
+      const data = await codecall.execute(fillScript('"."'));
       expect(data.stdout).not.toContain('"error": "ENOSPC"');
       expect(data).toMatchObject({ status: 'limit', reason: 'memory' });
     },
