@@ -78,7 +78,7 @@ export function createArgumentValidator(options: ArgumentValidatorOptions): Argu
         return applyJsonCheck(toolName, ready, args);
       };
   // A Standard Schema needs its JSON Schema check only to word a failure: it is compiled when one happens.
-  preparers.set(validator, isStandardSchema(inputSchema) ? () => Promise.resolve() : prepare);
+  if (!isStandardSchema(inputSchema)) preparers.set(validator, prepare);
   return validator;
 }
 

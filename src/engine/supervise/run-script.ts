@@ -48,7 +48,7 @@ export async function runScript(
     mode: 'cold',
     script: code,
   });
-  return superviseRun(environment, launched, options, startedAt, false);
+  return superviseRun(environment, launched, options, startedAt);
 }
 
 /**
@@ -72,7 +72,7 @@ export async function runPooledScript(
   // The script first: the interpreter takes a while to wake up, and its supervision is set up meanwhile, in this same
   // tick, before any of its output or calls can be read.
   launched.channel.write(runFrame(code));
-  return superviseRun(environment, launched, options, startedAt, true);
+  return superviseRun(environment, launched, options, startedAt);
 }
 
 /** A one-shot interpreter's one run, supervised with the kill policy; its result; its release. */
@@ -81,7 +81,6 @@ async function superviseRun(
   launched: LaunchedInterpreter,
   options: RunOptions,
   startedAt: number,
-  handedOver: boolean,
 ): Promise<ExecuteResult> {
   try {
     const { limits } = options;
@@ -94,7 +93,6 @@ async function superviseRun(
       fullOutputPath: outputPaths.stdout,
       artifactsFolder: outputPaths.artifacts,
       stopPolicy: killPolicy(launched),
-      handedOver,
       signal: options.signal,
       onStart: options.onStart,
       events,

@@ -91,13 +91,11 @@ export interface SuperviseOptions {
   readonly artifactsFolder: string;
   /** How to stop it early: the one point where a run and a cell differ. */
   readonly stopPolicy: StopPolicy;
-  /** The frame that hands the code over (`$cell`), written first; none for a cold run (its file has it). */
-  readonly handOver?: string | undefined;
   /**
-   * The caller wrote the frame that hands the code over (a pooled run's `$run`) in this same tick, just before: the
-   * channel, paused since the interpreter said it was ready, is resumed once the supervision listens.
+   * The frame that hands the code over (`$cell`), written first; none for a cold run (its file has it) nor for a
+   * pooled run (its caller wrote `$run` in this same tick, just before).
    */
-  readonly handedOver?: boolean | undefined;
+  readonly handOver?: string | undefined;
   /**
    * The cell this is: it ends at that cell's `$cell_done` once its output is complete, and the interpreter lives on.
    * Without it this is the interpreter's one run, which ends at the boot's `$done` or the interpreter's exit.
@@ -312,8 +310,9 @@ export class Supervisor {
     // An abort while the interpreter was being started fired before this listener: it stops the run now.
     if (options.signal?.aborted) onAbort();
     options.onStart?.((reason) => this.#stop(current, reason));
-    // A pooled interpreter's channel was paused after `$ready`; the server listens now, so nothing is lost.
-    if (options.handOver !== undefined || options.handedOver === true) process.channel.resume();
+    // A pooled interpreter's channel was paused after `$ready`; the server listens now, so nothing is lost. Any other
+    // channel flows already (the server's listener), and resuming it does nothing.
+    process.channel.resume();
     if (process.exit !== undefined) this.#settle(current, { exit: process.exit, reported: false });
     this.#checkOutputEnded();
 
