@@ -75,6 +75,17 @@ async function stopWorkers(children) {
 }
 
 /** Microseconds of one request/reply through two Redis lists (push, blocking pop on the other side, and back). */
+/** Medians of `runs` measurements of a remote and a local run, taken in turn so both see the same load. */
+async function interleavedMedians(runs, timeRemote, timeLocal) {
+  const remote = [];
+  const local = [];
+  for (let run = 0; run < runs; run += 1) {
+    remote.push(await timeRemote());
+    local.push(await timeLocal());
+  }
+  return [median(remote), median(local)];
+}
+
 async function plainRedisRoundTrip(url, calls) {
   const { Redis } = await import('ioredis');
   const [asker, askerBlocking, answerer, answererBlocking] = Array.from({ length: 4 }, () => new Redis(url));
@@ -151,14 +162,11 @@ export async function measureRemote({ stateDir }) {
       });
       return at - started;
     };
-    const remoteStart = [];
-    const localStart = [];
-    for (let run = 0; run < LATENCY_RUNS; run += 1) {
-      remoteStart.push(await toStart(remote));
-      localStart.push(await toStart(local));
-    }
-    figures.remoteStart = median(remoteStart);
-    figures.localStart = median(localStart);
+    [figures.remoteStart, figures.localStart] = await interleavedMedians(
+      LATENCY_RUNS,
+      () => toStart(remote),
+      () => toStart(local),
+    );
 
     // A run saving a 1 MiB artifact: the worker reads it and sends it home in the result, the agent writes it.
     const saveArtifact = `from codecall_runtime import save_artifact\nsave_artifact("data.bin", b"x" * ${ARTIFACT_BYTES})`;
@@ -171,14 +179,11 @@ export async function measureRemote({ stateDir }) {
     };
     await timed(remote);
     await timed(local);
-    const remoteArtifact = [];
-    const localArtifact = [];
-    for (let run = 0; run < ARTIFACT_RUNS; run += 1) {
-      remoteArtifact.push(await timed(remote));
-      localArtifact.push(await timed(local));
-    }
-    figures.remoteArtifact = median(remoteArtifact);
-    figures.localArtifact = median(localArtifact);
+    [figures.remoteArtifact, figures.localArtifact] = await interleavedMedians(
+      ARTIFACT_RUNS,
+      () => timed(remote),
+      () => timed(local),
+    );
 
     // Runs per second with 1, 2 and 4 worker processes, each next to the same runs on this process with as many at once.
     const runsPerSecond = async (execute) => {

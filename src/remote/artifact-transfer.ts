@@ -6,7 +6,6 @@ import { readRegularFile } from '../engine/result/artifact-files.js';
 import { ArtifactSink } from '../engine/result/artifact-sink.js';
 import type { OutputPaths } from '../engine/result/finish-result.js';
 import { type FullOutputExtent, fullOutputClause } from '../engine/result/run-result.js';
-import type { RunEvent } from '../engine/supervise/run-events.js';
 import type { WorkerReply } from './fleet-protocol.js';
 
 /**
@@ -231,9 +230,4 @@ async function unpackArtifacts(result: ExecuteResult, sent: unknown, folder: str
     ...(received.artifacts.length > 0 ? { artifacts: received.artifacts } : {}),
     ...(notes.length > 0 ? { artifactsNote: notes.join('; ') } : {}),
   };
-}
-
-/** The `artifact` events of a result, sent before its `run-end` as a local run sends them. */
-export function artifactEvents(result: ExecuteResult): RunEvent[] {
-  return (result.artifacts ?? []).map((artifact) => ({ type: 'artifact', artifact }));
 }

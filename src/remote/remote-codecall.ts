@@ -17,11 +17,11 @@ import {
 import { outputPathsOf } from '../engine/result/finish-result.js';
 import { OutputsPruner, type OutputsRetention, resolveOutputsRetention } from '../engine/result/outputs-retention.js';
 import { checkCode } from '../engine/supervise/check-code.js';
-import type { RunEventListener } from '../engine/supervise/run-events.js';
+import { type RunEventListener, runEventsFor } from '../engine/supervise/run-events.js';
 import type { CellOptions, CodecallSession, SessionOptions } from '../engine/supervise/session.js';
 import { type ApproveToolCall, askApproval, ToolCallDeniedError } from '../tools/tool-approval.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
-import { artifactEvents, unpackRunFiles } from './artifact-transfer.js';
+import { unpackRunFiles } from './artifact-transfer.js';
 import { loadFleetPackages } from './fleet-packages.js';
 import {
   ABORT_GRACE_MS,
@@ -324,8 +324,7 @@ class FleetAgent {
       );
       const { artifacts: _sent, fullOutput: _sentOutput, ...rest } = worker;
       worker = { ...rest, result };
-      for (const event of artifactEvents(result)) emit(submission.onEvent, event);
-      emit(submission.onEvent, { type: 'run-end', result });
+      runEventsFor(submission.onEvent, { redactSecrets: this.#redactSecrets })?.end(result);
     }
     if (worker.aborted === true && submission.signal?.aborted) {
       throw new CodecallAbortError(submission.signal.reason, worker.result);
@@ -576,7 +575,9 @@ class FleetAgent {
         return;
       case 'event':
         if (run === undefined || run.worker !== worker || typeof mail.event !== 'object') return;
-        emit(run.submission.onEvent, mail.event as Parameters<RunEventListener>[0]);
+        runEventsFor(run.submission.onEvent, { redactSecrets: this.#redactSecrets })?.emit(
+          mail.event as Parameters<RunEventListener>[0],
+        );
         return;
       case 'result': {
         if (run === undefined || typeof mail.reply !== 'object' || mail.reply === null) return;
@@ -712,16 +713,6 @@ interface AgentConnection {
   queue(name: string): Queue;
   readonly queues: Map<string, Queue>;
   heartbeat: NodeJS.Timeout | undefined;
-}
-
-function emit(listener: RunEventListener | undefined, event: Parameters<RunEventListener>[0]): void {
-  if (listener === undefined) return;
-  try {
-    const returned = listener(event);
-    if (returned instanceof Promise) returned.catch(() => {});
-  } catch {
-    // A throwing listener is ignored, as for local runs.
-  }
 }
 
 function lostWording(run: { toolCalls: number; attempt: number; submission: Submission }): string {
