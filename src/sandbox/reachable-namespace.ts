@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
 import { holdMountNamespace } from './mount-namespace-holder.js';
+import { type MountTableEntry, writeMountTable } from './mount-table.js';
 import { findTool, outermostBlockingAncestor } from './staging-namespace.js';
 
 /**
@@ -116,44 +117,69 @@ export async function createReachableNamespace(
   mkdirSync(stageDirectory, { mode: 0o700 });
   const stages = needed.map((entry, index) => {
     const stage = join(stageDirectory, String(index));
-    if (statSync(entry.root.path).isDirectory()) mkdirSync(stage);
+    const directory = statSync(entry.root.path).isDirectory();
+    if (directory) mkdirSync(stage);
     else closeSync(openSync(stage, 'w'));
-    return stage;
+    return { stage, directory, entry };
   });
+  const backAtItsPath = ({ stage, entry }: (typeof stages)[number]): MountTableEntry => ({
+    source: stage,
+    target: entry.root.path,
+    type: 'none',
+    // X-mount.mkdir makes the mount point (and its parents) in the covering tmpfs.
+    options: `bind,X-mount.mkdir=0755,${entry.root.writable ? 'rw' : 'ro'},nosuid,nodev`,
+  });
+  // Two mount tables, one mount(8) each, instead of one mount(8) per step: the first holds every root at its stage
+  // while the parents are still visible, covers the parents and binds the directories back at their own paths; the
+  // second, once the shell made the mount points of roots that are files, binds those back and makes the covers
+  // read-only.
+  const firstTable = join(stageDirectory, 'mounts-1');
+  writeMountTable(firstTable, [
+    ...stages.map(({ stage, entry }) => ({ source: entry.root.path, target: stage, type: 'none', options: 'bind' })),
+    ...outermostCovers.map((cover) => ({
+      source: 'codecall',
+      target: cover,
+      type: 'tmpfs',
+      options: `mode=0755,size=${COVER_TMPFS_BYTES},nosuid,nodev`,
+    })),
+    ...stages.filter((stage) => stage.directory).map(backAtItsPath),
+  ]);
+  const secondTable = join(stageDirectory, 'mounts-2');
+  writeMountTable(secondTable, [
+    ...stages.filter((stage) => !stage.directory).map(backAtItsPath),
+    ...outermostCovers.map((cover) => ({
+      source: 'none',
+      target: cover,
+      type: 'none',
+      options: 'remount,ro,nosuid,nodev',
+    })),
+  ]);
   const script = [
     'set -e',
-    // Hold every root at a mount point of its own while the parents are still visible.
-    'while [ "$1" != -- ]; do mount --bind -- "$1" "$2"; shift 2; done; shift',
-    'while [ "$1" != -- ]; do mount -t tmpfs -o "mode=0755,size=$COVER_BYTES,nosuid,nodev" codecall "$1"; shift; done',
+    'mount -a -T "$1"',
     'shift',
-    'while [ "$1" != -- ]; do',
-    '  if [ -d "$2" ]; then mkdir -p -- "$3"; else mkdir -p -- "$(dirname -- "$3")"; : >"$3"; fi',
-    '  mount --bind -- "$2" "$3"',
-    '  mount -o "remount,bind,$1,nosuid,nodev" -- "$3"',
-    '  umount -- "$2"',
-    '  shift 3',
-    'done',
+    'while [ "$1" != -- ]; do mkdir -p -- "$(dirname -- "$1")"; : >"$1"; shift; done',
     'shift',
-    'while [ "$#" -gt 0 ]; do mount -o remount,ro -- "$1"; shift; done',
+    'mount -a -T "$1"',
+    'shift',
+    // The stages are left empty: the host removes them.
+    'umount -- "$@"',
     'echo ready',
     // Waits until the host closes stdin (the shell's own read: no further process to start).
     'read -r _ || :',
   ].join('\n');
   const scriptArguments = [
-    ...needed.flatMap((entry, index) => [entry.root.path, stages[index] as string]),
+    firstTable,
+    ...stages.filter((stage) => !stage.directory).map(({ entry }) => entry.root.path),
     '--',
-    ...outermostCovers,
-    '--',
-    ...needed.flatMap((entry, index) => [entry.root.writable ? 'rw' : 'ro', stages[index] as string, entry.root.path]),
-    '--',
-    ...outermostCovers,
+    secondTable,
+    ...stages.map(({ stage }) => stage),
   ];
   try {
     const descriptor = await holdMountNamespace({
       unshare,
       script,
       scriptArguments,
-      environment: { COVER_BYTES: String(COVER_TMPFS_BYTES) },
       timeoutMs: NAMESPACE_TIMEOUT_MS,
       failure: (why) =>
         new CodecallError(

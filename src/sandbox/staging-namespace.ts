@@ -5,6 +5,7 @@ import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
 import { firstExecutable } from './executables.js';
 import { holdMountNamespace } from './mount-namespace-holder.js';
+import { writeMountTable } from './mount-table.js';
 
 /**
  * bwrap resolves every bind source as the sandbox user, so when the host is root and the sandbox user is 65534, a
@@ -129,22 +130,28 @@ export async function createStagingNamespace(
   for (const mountPoint of mountPoints) mkdirSync(mountPoint, { mode: 0o755 });
   // The mount points are empty directories on the host; they go when this process exits.
   process.once('exit', () => rmSync(stageDirectory, { recursive: true, force: true }));
+  // One mount(8) makes every bind from a mount table, with its flags: one process, not one per root.
+  const mountTable = join(stageDirectory, 'mounts');
+  writeMountTable(
+    mountTable,
+    roots.map((root, index) => ({
+      source: root.path,
+      target: mountPoints[index] ?? '',
+      type: 'none',
+      options: `bind,${root.writable ? 'rw' : 'ro'},nosuid,nodev`,
+    })),
+  );
   const script = [
     'set -e',
-    'while [ "$#" -gt 0 ]; do',
-    // One mount(8) binds and remounts with the flags (util-linux 2.27 and later): one process fewer per root.
-    '  mount --bind -o "$1,nosuid,nodev" -- "$2" "$3"',
-    '  shift 3',
-    'done',
+    'mount -a -T "$1"',
     'echo ready',
     // Waits until the host closes stdin (the shell's own read: no further process to start).
     'read -r _ || :',
   ].join('\n');
-  const triples = roots.flatMap((root, index) => [root.writable ? 'rw' : 'ro', root.path, mountPoints[index] ?? '']);
   const descriptor = await holdMountNamespace({
     unshare,
     script,
-    scriptArguments: triples,
+    scriptArguments: [mountTable],
     timeoutMs: STAGING_TIMEOUT_MS,
     failure: (why) =>
       new CodecallError(
@@ -153,7 +160,7 @@ export async function createStagingNamespace(
           'make these directories reachable by other users or run codecall as a non-root user',
         { roots },
       ),
-  });
+  }).finally(() => rmSync(mountTable, { force: true }));
   return {
     descriptor,
     roots,
