@@ -11,8 +11,14 @@ import {
   type ReachableRoot,
   unreachableRoots,
 } from './reachable-namespace.js';
-import { handRunTo, type RunUidLease, type RunUidOptions, runUidAllocator, runUidsAvailable } from './run-uids.js';
-import type { LaunchRequest, PreparedLaunch, SandboxRunner } from './runner.js';
+import {
+  configuredRunUidRange,
+  handRunTo,
+  type RunUidOptions,
+  runUidAllocator,
+  runUidsAvailable,
+} from './run-uids.js';
+import type { LaunchRequest, PreparedLaunch, RunsAhead, SandboxRunner } from './runner.js';
 import { defaultSandboxFilesDirectory, ensureSandboxFilesDirectory } from './sandbox-files.js';
 import { findNsenter } from './staging-namespace.js';
 
@@ -61,7 +67,7 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
   };
   // Per root: the blocking parent to cover, or null when the run uids reach it (same for every uid of the range).
   const covers = new Map<string, { readonly root: ReachableRoot; readonly cover: string } | null>();
-  const neededOf = (root: ReachableRoot, user: RunUidLease) => {
+  const neededOf = (root: ReachableRoot, user: { readonly uid: number; readonly gid: number }) => {
     const key = `${root.writable ? 'rw' : 'ro'}:${root.path}`;
     let entry = covers.get(key);
     if (entry === undefined) {
@@ -74,7 +80,7 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
   /** The namespace in which every root is reachable by the run uids, or undefined when they all are already. */
   const namespaceFor = (
     roots: readonly ReachableRoot[],
-    user: RunUidLease,
+    user: { readonly uid: number; readonly gid: number },
   ): Promise<ReachableNamespace> | undefined => {
     const needed = roots.flatMap((root) => neededOf(root, user) ?? []);
     if (needed.length === 0) return undefined;
@@ -95,6 +101,28 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
   return {
     isolation: 'none',
     isolationWarning: options.isolationWarning,
+    /**
+     * Starts the mount namespace the runs of an environment will enter (when some of what they need lies under a
+     * private parent) while the engine still writes the module and the run directory, instead of on the first run's
+     * critical path. Its roots hold each run's (the modules folder holds the module folders), so runs reuse it.
+     */
+    prepareAhead(environment: RunsAhead): void {
+      if (!asRoot) return;
+      try {
+        const { first } = options.runUids?.range ?? configuredRunUidRange();
+        const roots: ReachableRoot[] = [
+          ...interpreterRoots(environment.interpreter).map((path) => ({ path: realPath(path), writable: false })),
+          ...environment.readOnlyPaths.map((path) => ({ path: realPath(path), writable: false })),
+          { path: realPath(environment.runsRoot), writable: true },
+          ...(environment.workspace !== undefined && isOpenToOthers(environment.workspace.source)
+            ? [{ path: realPath(environment.workspace.source), writable: environment.workspace.writable }]
+            : []),
+        ];
+        namespaceFor(roots, { uid: first, gid: first })?.catch(() => undefined);
+      } catch {
+        // A path that cannot be resolved or reached now fails the run, which says why.
+      }
+    },
     async prepare(request: LaunchRequest): Promise<PreparedLaunch> {
       if (!asRoot) {
         return {
