@@ -1,5 +1,4 @@
-import { setFlagsFromString } from 'node:v8';
-import { Worker } from 'node:worker_threads';
+import { createRequire } from 'node:module';
 
 /** Heap of the worker that runs a search's regular expression. */
 export const SEARCH_WORKER_HEAP_MB = 256;
@@ -77,11 +76,21 @@ interface CompiledForm {
   readonly engine: RegExpEngine;
 }
 
+const require = createRequire(import.meta.url);
+
+/**
+ * `node:worker_threads`, loaded by the first search: the modules it brings (workers, messaging, `node:v8`) are
+ * several milliseconds of every one-shot run's start, and most runs search nothing.
+ */
+function workerThreads(): typeof import('node:worker_threads') {
+  return require('node:worker_threads') as typeof import('node:worker_threads');
+}
+
 /** Starts a worker thread that matches `pattern` against texts; close it when done. */
 export function startLineSearch(options: LineSearchOptions): LineSearch {
   const { pattern, maxLineChars, signal } = options;
   const form = compiledForm(pattern);
-  const worker = new Worker(WORKER_SOURCE, {
+  const worker = new (workerThreads().Worker)(WORKER_SOURCE, {
     eval: true,
     workerData: { source: form.source, flags: form.flags, lowerCaseText: form.lowerCaseText, maxLineChars },
     resourceLimits: { maxOldGenerationSizeMb: SEARCH_WORKER_HEAP_MB },
@@ -175,7 +184,7 @@ function linearEngineAvailable(): boolean {
   if (linearEngine === undefined) {
     linearEngine = compiles('a', 'l');
     if (!linearEngine) {
-      setFlagsFromString('--enable-experimental-regexp-engine');
+      (require('node:v8') as typeof import('node:v8')).setFlagsFromString('--enable-experimental-regexp-engine');
       linearEngine = compiles('a', 'l');
     }
   }
