@@ -11,13 +11,7 @@ import {
   type ReachableRoot,
   unreachableRoots,
 } from './reachable-namespace.js';
-import {
-  configuredRunUidRange,
-  handRunTo,
-  type RunUidOptions,
-  runUidAllocator,
-  runUidsAvailable,
-} from './run-uids.js';
+import { configuredRunUidRange, handRunTo, type RunUidOptions, runUidAllocator, runUidsAvailable } from './run-uids.js';
 import type { LaunchRequest, PreparedLaunch, RunsAhead, SandboxRunner } from './runner.js';
 import { defaultSandboxFilesDirectory, ensureSandboxFilesDirectory } from './sandbox-files.js';
 import { findNsenter } from './staging-namespace.js';
