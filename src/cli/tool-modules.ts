@@ -2,6 +2,7 @@ import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CodecallError } from '../core/errors.js';
+import { importModule } from '../core/module-import.js';
 import { checkToolDefinition } from '../tools/define-tool.js';
 import type { Tool } from '../tools/types.js';
 
@@ -77,7 +78,7 @@ async function loadModule(
   }
   let namespace: Record<string, unknown>;
   try {
-    namespace = (await import(pathToFileURL(absolute).href)) as Record<string, unknown>;
+    namespace = await importModule<Record<string, unknown>>(pathToFileURL(absolute).href);
   } catch (error) {
     throw fail(`failed to load: ${error instanceof Error ? error.message : String(error)}`);
   }

@@ -1,5 +1,6 @@
 import { createConnection } from 'node:net';
 import type { Pool, PoolClient } from 'pg';
+import { importModule } from '../core/module-import.js';
 import type { ResolvedPostgresDatabase } from './database-config.js';
 import { missingDriverError } from './database-config.js';
 import type { DatabaseConnection, StatementRequest } from './database-connection.js';
@@ -112,7 +113,7 @@ class ResultTooLargeError extends Error {}
  * @throws CodecallError `INVALID_CONFIG` naming `npm install pg` when pg is not installed.
  */
 function loadPg(database: ResolvedPostgresDatabase): Promise<PgModule> {
-  pgModule ??= import('pg').then(
+  pgModule ??= importModule<typeof import('pg')>('pg').then(
     (module) => {
       const pg = module.default;
       // Internals of pg's Query (stable since pg 7; pg-cursor relies on the same ones).

@@ -1,4 +1,5 @@
 import { CodecallError } from '../core/errors.js';
+import { importModule } from '../core/module-import.js';
 
 /** The two optional packages a fleet needs, loaded on first use so that nothing else ever imports them. */
 export interface FleetPackages {
@@ -27,7 +28,7 @@ export function loadFleetPackages(): Promise<FleetPackages> {
 
 async function importPackage<T>(name: 'bullmq' | 'ioredis'): Promise<T> {
   try {
-    return (await import(name)) as T;
+    return await importModule<T>(name);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {

@@ -1,4 +1,5 @@
 import type { Options as AjvOptions, ErrorObject, ValidateFunction } from 'ajv';
+import { importModule } from '../core/module-import.js';
 import { isRecord } from '../core/values.js';
 import type { ArgumentCheck } from './registered-tool.js';
 import type { JsonSchemaDraft, NormalisedSchema } from './schema.js';
@@ -121,10 +122,14 @@ function loadAjv(draft: JsonSchemaDraft): Promise<SchemaCompiler> {
   if (loading === undefined) {
     const created: Promise<SchemaCompiler> =
       draft === 'draft-2020-12'
-        ? import('ajv/dist/2020.js').then(({ Ajv2020 }) => new Ajv2020(AJV_OPTIONS))
+        ? importModule<typeof import('ajv/dist/2020.js')>('ajv/dist/2020.js').then(
+            ({ Ajv2020 }) => new Ajv2020(AJV_OPTIONS),
+          )
         : draft === 'draft-2019-09'
-          ? import('ajv/dist/2019.js').then(({ Ajv2019 }) => new Ajv2019(AJV_OPTIONS))
-          : import('ajv').then(({ Ajv }) => new Ajv(AJV_OPTIONS));
+          ? importModule<typeof import('ajv/dist/2019.js')>('ajv/dist/2019.js').then(
+              ({ Ajv2019 }) => new Ajv2019(AJV_OPTIONS),
+            )
+          : importModule<typeof import('ajv')>('ajv').then(({ Ajv }) => new Ajv(AJV_OPTIONS));
     loading = created.then((ajv) => {
       ajvByDraft.set(draft, ajv);
       return ajv;

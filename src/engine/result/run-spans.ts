@@ -1,4 +1,5 @@
 import type { Attributes } from '@opentelemetry/api';
+import { importModule } from '../../core/module-import.js';
 import { CODECALL_VERSION } from '../../core/package-version.js';
 import type { ExecuteResult } from '../../core/result.js';
 
@@ -11,7 +12,7 @@ let openTelemetry: Promise<OpenTelemetryApi | undefined> | undefined;
 
 /** `@opentelemetry/api` (an optional peer dependency), imported on first use; undefined when it is not installed. */
 function loadOpenTelemetry(): Promise<OpenTelemetryApi | undefined> {
-  openTelemetry ??= import('@opentelemetry/api').then(
+  openTelemetry ??= importModule<OpenTelemetryApi>('@opentelemetry/api').then(
     (module) => module,
     () => undefined,
   );
