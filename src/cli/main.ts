@@ -1,6 +1,69 @@
 #!/usr/bin/env node
-import { main } from './command-line.js';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { constants, Script } from 'node:vm';
+import { codeCacheKey, readCodeCache, writeCodeCache } from './code-cache.js';
 
-main(process.argv.slice(2)).then((status) => {
+/**
+ * The `codecall` command. `npm run build` bundles the command (command-line.ts and all it loads, packages aside)
+ * into one script beside this file, which is compiled here with a V8 code cache kept in the state folder: a one-shot
+ * `codecall run` otherwise spends tens of milliseconds parsing and compiling that script in every process. Node 20
+ * caches no ES module, so the bundle is a plain script run through `vm.Script`. Without the bundle (tsc's output
+ * alone) the modules are imported as they are.
+ */
+
+/** The bundled command, beside this file (see scripts/bundle-cli.js). */
+const BUNDLE_FILE = fileURLToPath(new URL('./command-line-bundle.cjs', import.meta.url));
+
+type Main = (argv: readonly string[]) => Promise<number>;
+
+function loadBundle(
+  source: string,
+  key: string,
+): { readonly main: Main; readonly script: Script; readonly cached: boolean } {
+  const cachedData = readCodeCache(key);
+  const script = new Script(
+    `(function (exports, require, module, __filename, __dirname, __codecallModuleUrl, __codecallImport) {${source}\n})`,
+    {
+      filename: BUNDLE_FILE,
+      cachedData,
+      // Its imports on demand go through __codecallImport (src/core/module-import.ts); this is a fallback only.
+      importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+    },
+  );
+  const module = { exports: {} as { main?: Main } };
+  script.runInThisContext()(
+    module.exports,
+    createRequire(BUNDLE_FILE),
+    module,
+    BUNDLE_FILE,
+    fileURLToPath(new URL('.', import.meta.url)),
+    // The bundle stands where the modules it holds were: paths taken from import.meta.url resolve the same.
+    import.meta.url,
+    // Packages and tool modules it imports on demand, resolved from here (the bundle's folder) by this module.
+    (specifier: string) => import(specifier),
+  );
+  if (module.exports.main === undefined) throw new Error(`${BUNDLE_FILE} exports no main`);
+  return { main: module.exports.main, script, cached: cachedData !== undefined && !script.cachedDataRejected };
+}
+
+let source: string | undefined;
+try {
+  source = readFileSync(BUNDLE_FILE, 'utf8');
+} catch {
+  source = undefined;
+}
+if (source === undefined) {
+  // A name esbuild does not follow: the fallback must stay the module itself, not a second bundle of it.
+  const commandLine = './command-line.js';
+  const { main } = (await import(commandLine)) as typeof import('./command-line.js');
+  process.exitCode = await main(process.argv.slice(2));
+} else {
+  const key = codeCacheKey(source);
+  const bundle = loadBundle(source, key);
+  const status = await bundle.main(process.argv.slice(2));
+  // Made after the command ran, so the cache holds the functions it compiled on the way, not only the top level.
+  if (!bundle.cached) writeCodeCache(key, bundle.script.createCachedData());
   process.exitCode = status;
-});
+}
