@@ -1,0 +1,93 @@
+import { execFile } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { CODE_CACHE_FILE, codeCacheKey, readCodeCache, writeCodeCache } from '../../src/cli/code-cache.js';
+import { stateFolderName } from '../../src/core/state-folders.js';
+
+/**
+ * The command compiles its bundle with a V8 code cache kept in the default state folder's private cache folder. V8
+ * runs what the cache holds, so a cache is used only when it was made for exactly this bundle and Node.js, and only
+ * from a file this user alone could have written.
+ */
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = join(root, 'dist/cli/main.js');
+const originalTmpdir = process.env.TMPDIR;
+let temporary: string;
+beforeEach(() => {
+  temporary = mkdtempSync(join(tmpdir(), 'codecall-code-cache-'));
+  process.env.TMPDIR = temporary;
+});
+afterEach(() => {
+  if (originalTmpdir === undefined) delete process.env.TMPDIR;
+  else process.env.TMPDIR = originalTmpdir;
+  rmSync(temporary, { recursive: true, force: true });
+});
+
+const cacheFile = () => join(temporary, stateFolderName(), 'cache', CODE_CACHE_FILE);
+
+describe('the code cache files', () => {
+  it('gives back what was stored for the same key, and nothing for another bundle or Node.js', () => {
+    const key = codeCacheKey('bundle text');
+    expect(codeCacheKey('bundle text!')).not.toBe(key);
+    writeCodeCache(key, Buffer.from('compiled code'));
+    expect(readCodeCache(key)?.toString()).toBe('compiled code');
+    expect(readCodeCache(codeCacheKey('bundle text!'))).toBeUndefined();
+    // The state folder is made with the mode runs expect of it, and the cache file private.
+    expect(statSync(join(temporary, stateFolderName())).mode & 0o777).toBe(0o711);
+    expect(statSync(cacheFile()).mode & 0o777).toBe(0o600);
+  });
+
+  it('ignores a cache file that others may write, or that is a link', () => {
+    const key = codeCacheKey('bundle text');
+    writeCodeCache(key, Buffer.from('compiled code'));
+    chmodSync(cacheFile(), 0o666);
+    expect(readCodeCache(key)).toBeUndefined();
+    chmodSync(cacheFile(), 0o600);
+    const elsewhere = join(temporary, 'elsewhere');
+    writeFileSync(elsewhere, readFileSync(cacheFile()), { mode: 0o600 });
+    rmSync(cacheFile());
+    symlinkSync(elsewhere, cacheFile());
+    expect(readCodeCache(key)).toBeUndefined();
+  });
+});
+
+function codecall(args: readonly string[], environment: NodeJS.ProcessEnv) {
+  return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+    execFile(process.execPath, [bin, ...args], { env: environment }, (error, stdout, stderr) => {
+      resolve({ status: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe('codecall with its code cache', () => {
+  const scriptFolder = mkdtempSync(join(tmpdir(), 'codecall-code-cache-script-'));
+  afterAll(() => rmSync(scriptFolder, { recursive: true, force: true }));
+
+  it('writes the cache on the first command, uses it on the next, and prints the same', async () => {
+    const script = join(scriptFolder, 'print.py');
+    writeFileSync(script, 'print(6 * 7)\n');
+    const environment = { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary };
+    const first = await codecall(['run', '--sandbox', 'none', script], environment);
+    expect(first).toMatchObject({ status: 0, stdout: '42\n', stderr: '' });
+    const written = statSync(cacheFile());
+    const second = await codecall(['run', '--sandbox', 'none', script], environment);
+    expect(second).toEqual(first);
+    // Used, not made again: the file is the one the first command wrote.
+    expect(statSync(cacheFile()).ino).toBe(written.ino);
+  }, 60_000);
+
+  it('runs as usual from a cache made for another bundle, and replaces it', async () => {
+    const script = join(scriptFolder, 'other.py');
+    writeFileSync(script, 'print("other")\n');
+    const environment = { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary };
+    writeCodeCache(codeCacheKey('another bundle'), Buffer.from('not code for this bundle'));
+    const stale = statSync(cacheFile());
+    const result = await codecall(['run', '--sandbox', 'none', script], environment);
+    expect(result).toMatchObject({ status: 0, stdout: 'other\n', stderr: '' });
+    expect(statSync(cacheFile()).ino).not.toBe(stale.ino);
+  }, 60_000);
+});
