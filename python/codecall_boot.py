@@ -339,6 +339,8 @@ class _Output:
 
     stream = None
     buffer = None
+    # The buffer's raw writer (see _StdoutWriter).
+    raw = None
     lock = None
     stopped = False
     flusher_started = False
@@ -355,10 +357,10 @@ def buffer_output():
     import io
 
     try:
-        raw = io.FileIO(1, "wb", closefd=False)
-    except (OSError, ValueError):
+        posix.fstat(1)
+    except OSError:
         return
-    raw.name = "<stdout>"
+    raw = _stdout_writer_class(io)()
     buffer = io.BufferedWriter(raw, _OUTPUT_BUFFER_BYTES)
     # Written through to the byte buffer at once: text and `sys.stdout.buffer.write` keep their order.
     stream = io.TextIOWrapper(buffer, encoding=original.encoding, errors=original.errors, newline="\n",
@@ -366,6 +368,7 @@ def buffer_output():
     stream.mode = "w"
     _Output.stream = stream
     _Output.buffer = buffer
+    _Output.raw = raw
     _Output.lock = _thread.allocate_lock()
     sys.stdout = sys.__stdout__ = stream
     posix.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
@@ -373,6 +376,38 @@ def buffer_output():
     sys.addaudithook(_flush_before_spawn)
     _exit_after_flushing.__name__ = _exit_after_flushing.__qualname__ = "_exit"
     posix._exit = _exit_after_flushing
+
+
+def _stdout_writer_class(io):
+    class _StdoutWriter(io.RawIOBase):
+        """Descriptor 1 as the raw writer of the buffered stdout, like `io.FileIO(1, "wb", closefd=False)`, except that
+        while `taken` is a bytearray, what the buffer writes out is kept there instead (see `take_buffered_output`)."""
+
+        name = "<stdout>"
+        mode = "wb"
+        taken = None
+
+        def write(self, data):
+            taken = self.taken
+            if taken is not None:
+                taken += data
+                return len(data)
+            try:
+                return posix.write(1, data)
+            except BlockingIOError:
+                # As FileIO says it: nothing written yet, the buffer keeps the data.
+                return None
+
+        def writable(self):
+            return True
+
+        def fileno(self):
+            return 1
+
+        def isatty(self):
+            return posix.isatty(1)
+
+    return _StdoutWriter
 
 
 def start_output_flusher(paused=False):
@@ -405,6 +440,34 @@ def flush_output():
             _Output.buffer.flush()
         except Exception:
             pass
+    return True
+
+
+def output_stream():
+    """The buffered stdout the boot gave the script (None when it kept the interpreter's)."""
+    return _Output.stream
+
+
+def take_buffered_output(keep):
+    """Flushes the buffered stdout into a bytearray instead of descriptor 1, then calls `keep(data)` with the bytes
+    (empty when nothing was buffered) while no flush can write: `keep` writes out what it does not keep itself, so
+    the output keeps its order. Says False (and calls nothing) when the output is stopped or was never buffered."""
+    lock = _Output.lock
+    if lock is None:
+        return False
+    with lock:
+        if _Output.stopped:
+            return False
+        raw = _Output.raw
+        raw.taken = bytearray()
+        try:
+            try:
+                _Output.buffer.flush()
+            except Exception:
+                pass
+            keep(raw.taken)
+        finally:
+            raw.taken = None
     return True
 
 
@@ -622,13 +685,18 @@ def send_figures():
         pass
 
 
+def artifacts_directory():
+    """The folder whose files are sent as artifacts (`CODECALL_ARTIFACTS_DIR`; empty when the host set none)."""
+    return _environment(BootVariable.ARTIFACTS_DIRECTORY)
+
+
 def send_artifacts(since):
     """Sends what the run or cell left to return (see `codecall_runtime.send_pending_artifacts`): the files of the
     artifacts directory, open matplotlib figures, images saved in the working directory since `since` (nanoseconds,
     or None). The runtime is imported only when there is something to send: a script that saved nothing pays one
-    listing of two folders."""
+    listing of two folders. Says whether there was something to send."""
     try:
-        directory = _environment(BootVariable.ARTIFACTS_DIRECTORY)
+        directory = artifacts_directory()
         pending = "matplotlib.pyplot" in sys.modules
         if not pending and directory:
             try:
@@ -638,13 +706,14 @@ def send_artifacts(since):
         if not pending and since is not None:
             pending = _has_image_since(since)
         if not pending:
-            return
+            return False
         import codecall_runtime
 
         codecall_runtime.send_pending_artifacts(directory, since)
     except BaseException:
         # Nothing the script left may keep the run from ending.
         pass
+    return True
 
 
 def _has_image_since(since):

@@ -486,7 +486,7 @@ export class Supervisor {
       return;
     }
     const done = params as Record<string, unknown>;
-    if (done.id !== cellId) return;
+    if (done.id !== cellId || current.report !== undefined) return;
     const exception = done.exception;
     current.report = {
       exitCode: typeof done.exitCode === 'number' && Number.isInteger(done.exitCode) ? done.exitCode : 1,
@@ -497,6 +497,11 @@ export class Supervisor {
       stdoutMarked: done.stdout === true,
       stderrMarked: done.stderr === true,
     };
+    // What the cell printed last, carried in its report: the boot sends it there only once the host has read all the
+    // cell wrote to the pipe before, so it follows that output as it would in the pipe.
+    if (typeof done.output === 'string' && done.output.length > 0) {
+      this.#streams[0].handlers.output(Buffer.from(done.output, 'utf8'));
+    }
     // The end markers trail `$cell_done` through other pipes; a cell that redirected a descriptor never sends one.
     this.#checkOutputEnded();
     if (current.end === undefined && current.drainTimer === undefined) {
