@@ -103,89 +103,27 @@ def _flush_streams():
     _boot.flush_output()
 
 
-# What the host has not read yet of what this process wrote to descriptor 1 or 2 (Linux): SIOCOUTQ for a socket (a
-# socketpair is what the host gives as stdout and stderr; its bytes count until the reader has taken them), FIONREAD
-# for a pipe (the bytes it holds, asked through either end).
-_UNREAD_BYTES_REQUESTS = {0o140000: 0x5411, 0o010000: 0x541B}
-_FILE_TYPE_MASK = 0o170000
-# Most the cell's result frame carries of what the cell printed (beyond it, the output goes through the pipe).
-_CARRIED_OUTPUT_BYTES = 1 << 16
-
-
-class _Pipes:
-    """The output pipes to the host as the session started: per descriptor 1 and 2, (device, inode, the `ioctl`
-    request that tells what the host has not read yet), or None (unknown kind: every cell ends it with a marker)."""
-
-    streams = (None, None)
-    ioctl = None
-
-
-def _remember_pipes():
-    if sys.platform != "linux":
-        return
-    try:
-        from fcntl import ioctl
-    except ImportError:
-        return
-    streams = []
-    for descriptor in (1, 2):
-        try:
-            status = posix.fstat(descriptor)
-        except OSError:
-            streams.append(None)
-            continue
-        request = _UNREAD_BYTES_REQUESTS.get(status.st_mode & _FILE_TYPE_MASK)
-        streams.append(None if request is None else (status.st_dev, status.st_ino, request))
-    _Pipes.streams = tuple(streams)
-    _Pipes.ioctl = ioctl
-
-
-def _pipe_read_out(descriptor):
-    """Whether `descriptor` is still the session's pipe to the host and the host has read everything written to it:
-    whatever the cell wrote there has then reached the host before the cell's result can (the host reads its pipes
-    and the channel on one thread, each read handled before the next)."""
-    stream = _Pipes.streams[descriptor - 1]
-    if stream is None:
-        return False
-    try:
-        status = posix.fstat(descriptor)
-        if (status.st_dev, status.st_ino) != stream[:2]:
-            return False
-        return _Pipes.ioctl(descriptor, stream[2], b"\0\0\0\0") == b"\0\0\0\0"
-    except (OSError, ValueError):
-        return False
-
-
 def _end_output(end, frame_bytes):
-    """Ends the cell's output: returns (the text the result frame carries or None, whether the end marker went on
-    stdout, on stderr). The host takes the output as complete at the marker, or at the result when no marker was
-    written; a marker is written only where the host may not have read everything yet, so a cell whose pipes the
-    host has read out (what the cell printed last is still buffered here) ends in one frame."""
+    """Ends the cell's output (see `codecall_boot.end_output`): returns (the text the result frame carries or None,
+    whether the end marker went on stdout, on stderr)."""
     boot_stream = _boot.output_stream()
     for stream in (sys.stdout, sys.stderr):
-        # The script's own streams (the boot's is flushed below): what they hold reaches descriptors 1 and 2 first.
+        # The script's own streams (the boot's is taken below): what they hold reaches descriptors 1 and 2 first.
         if stream is not boot_stream:
             try:
                 stream.flush()
             except Exception:
                 pass
-    carried = []
-    marked = [False]
+    output, wrote_stdout, wrote_stderr, _ = _boot.end_output(end, frame_bytes, _utf8_text, stop=False)
+    return output, wrote_stdout, wrote_stderr
 
-    def keep(data):
-        if len(data) <= _CARRIED_OUTPUT_BYTES and 6 * len(data) + 512 <= frame_bytes and _pipe_read_out(1):
-            try:
-                carried.append(data.decode("utf-8"))
-                return
-            except UnicodeDecodeError:
-                pass
-        data += end
-        marked[0] = _boot.write_marker(1, data)
 
-    if not _boot.take_buffered_output(keep):
-        marked[0] = _boot.write_marker(1, end)
-    wrote_stderr = False if _pipe_read_out(2) else _boot.write_marker(2, end)
-    return (carried[0] if carried and carried[0] else None), marked[0], wrote_stderr
+def _utf8_text(data):
+    # The channel encodes the frame: the output goes in as text.
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 _FILE_CLOCK_SLACK_NANOSECONDS = 20_000_000
@@ -392,7 +330,7 @@ def main():
     _boot.buffer_output()
     _boot.start_output_flusher()
     interrupts = _take_interrupt_pipe()
-    _remember_pipes()
+    _boot.remember_pipes()
     import _thread
 
     import codecall_runtime
