@@ -339,6 +339,8 @@ class _Output:
 
     stream = None
     buffer = None
+    # The buffer's raw writer (see _stdout_writer_class).
+    raw = None
     lock = None
     stopped = False
     flusher_started = False
@@ -355,10 +357,10 @@ def buffer_output():
     import io
 
     try:
-        raw = io.FileIO(1, "wb", closefd=False)
-    except (OSError, ValueError):
+        posix.fstat(1)
+    except OSError:
         return
-    raw.name = "<stdout>"
+    raw = _stdout_writer_class(io)()
     buffer = io.BufferedWriter(raw, _OUTPUT_BUFFER_BYTES)
     # Written through to the byte buffer at once: text and `sys.stdout.buffer.write` keep their order.
     stream = io.TextIOWrapper(buffer, encoding=original.encoding, errors=original.errors, newline="\n",
@@ -366,6 +368,7 @@ def buffer_output():
     stream.mode = "w"
     _Output.stream = stream
     _Output.buffer = buffer
+    _Output.raw = raw
     _Output.lock = _thread.allocate_lock()
     sys.stdout = sys.__stdout__ = stream
     posix.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
@@ -373,6 +376,34 @@ def buffer_output():
     sys.addaudithook(_flush_before_spawn)
     _exit_after_flushing.__name__ = _exit_after_flushing.__qualname__ = "_exit"
     posix._exit = _exit_after_flushing
+
+
+def _stdout_writer_class(io):
+    import _functools
+
+    class _StdoutWriter(io.RawIOBase):
+        """Descriptor 1 as the raw writer of the buffered stdout, like `io.FileIO(1, "wb", closefd=False)`. Its `write`
+        is a C callable, `posix.write` on descriptor 1, or while `take_buffered_output` runs the `write` of a BytesIO:
+        no Python code runs between a write and the buffer learning what it wrote, so an exception a signal handler
+        raises (an interrupt) can never make the buffer keep, and write again, what has left."""
+
+        name = "<stdout>"
+        mode = "wb"
+
+        def __init__(self):
+            super().__init__()
+            self.write = self.descriptor_write = _functools.partial(posix.write, 1)
+
+        def writable(self):
+            return True
+
+        def fileno(self):
+            return 1
+
+        def isatty(self):
+            return posix.isatty(1)
+
+    return _StdoutWriter
 
 
 def start_output_flusher(paused=False):
@@ -406,6 +437,153 @@ def flush_output():
         except Exception:
             pass
     return True
+
+
+def output_stream():
+    """The buffered stdout the boot gave the script (None when it kept the interpreter's)."""
+    return _Output.stream
+
+
+def take_buffered_output(keep, stop=False):
+    """Flushes the buffered stdout into memory instead of descriptor 1, then calls `keep(data)` with the bytes
+    (empty when nothing was buffered) while no flush can write: `keep` writes out what it does not keep itself, so
+    the output keeps its order. `stop` then ends the output (see `stop_output`). Says False (and calls nothing) when
+    the output is stopped or was never buffered."""
+    lock = _Output.lock
+    if lock is None:
+        return False
+    with lock:
+        if _Output.stopped:
+            return False
+        raw = _Output.raw
+        import io
+
+        taken = io.BytesIO()
+        raw.write = taken.write
+        try:
+            try:
+                _Output.buffer.flush()
+            except Exception:
+                pass
+            raw.write = raw.descriptor_write
+            keep(taken.getvalue())
+        finally:
+            raw.write = raw.descriptor_write
+            if stop:
+                _Output.stopped = True
+    return True
+
+
+# What the host has not read yet of what this process wrote to descriptor 1 or 2 (Linux): SIOCOUTQ for a socket (a
+# socketpair is what the host gives as stdout and stderr; its bytes count until the reader has taken them), FIONREAD
+# for a pipe (the bytes it holds, asked through either end).
+_UNREAD_BYTES_REQUESTS = {0o140000: 0x5411, 0o010000: 0x541B}
+_FILE_TYPE_MASK = 0o170000
+# Most the end frame (`$cell_done`, `$done`) carries of what the script printed last; beyond it, the pipe carries it.
+_CARRIED_OUTPUT_BYTES = 1 << 16
+# Bytes a frame needs beside the carried output, which JSON may make up to six times longer (`\u00XX`).
+_END_FRAME_BYTES = 512
+_JSON_ESCAPE_FACTOR = 6
+# Bytes that stand for themselves in a JSON string, or as a two-character escape (newline, tab, quote, backslash).
+_PLAIN_TEXT_BYTES = bytes(range(0x20, 0x7F)) + b"\n\t"
+
+
+class _Pipes:
+    """The output pipes to the host as the process started: per descriptor 1 and 2, (device, inode, the `ioctl`
+    request that tells what the host has not read yet), or None (not known: the output always ends with a marker)."""
+
+    streams = (None, None)
+    ioctl = None
+
+
+def remember_pipes():
+    """Notes which pipes descriptors 1 and 2 are, before the script can move them (imports `fcntl`: a session or a
+    warm-pool interpreter pays it before its code comes; a cold run does without)."""
+    if sys.platform != "linux":
+        return
+    try:
+        from fcntl import ioctl
+    except ImportError:
+        return
+    streams = []
+    for descriptor in (1, 2):
+        try:
+            status = posix.fstat(descriptor)
+        except OSError:
+            streams.append(None)
+            continue
+        request = _UNREAD_BYTES_REQUESTS.get(status.st_mode & _FILE_TYPE_MASK)
+        streams.append(None if request is None else (status.st_dev, status.st_ino, request))
+    _Pipes.streams = tuple(streams)
+    _Pipes.ioctl = ioctl
+
+
+def pipe_read_out(descriptor):
+    """Whether `descriptor` (1 or 2) is still the pipe to the host noted by `remember_pipes`, and the host has read
+    everything written to it: whatever the script wrote there has then reached the host before a frame sent now can
+    (the host reads its pipes and the channel on one thread, each read handled before the next)."""
+    stream = _Pipes.streams[descriptor - 1]
+    if stream is None:
+        return False
+    try:
+        status = posix.fstat(descriptor)
+        if (status.st_dev, status.st_ino) != stream[:2]:
+            return False
+        return _Pipes.ioctl(descriptor, stream[2], b"\0\0\0\0") == b"\0\0\0\0"
+    except (OSError, ValueError):
+        return False
+
+
+def json_string(data):
+    """`data` (bytes) as a JSON string literal, or None when it is not UTF-8; without the `json` module loaded (it costs
+    a millisecond to import), only for plain ASCII text."""
+    json = sys.modules.get("json")
+    try:
+        if json is not None:
+            return json.dumps(bytes(data).decode("utf-8"))
+        if data.translate(None, _PLAIN_TEXT_BYTES):
+            return None
+        text = bytes(data).decode("ascii")
+    except Exception:
+        return None
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+
+
+def end_output(marker, frame_bytes, encode, stop):
+    """Ends the output of a run or cell; returns (what the end frame carries of stdout, or None; whether the end marker
+    went on stdout; on stderr; whether writing out what stdout held failed).
+
+    The host takes a stream as complete at its marker, or at the end frame when no marker was written. A marker is
+    written only where the host may not have read everything yet: where it has read the pipe out, what stdout's
+    buffer still holds goes in the end frame (`encode(data)`, None when it cannot), so a script or cell that printed
+    little ends in one frame. Elsewhere the buffered tail and the marker go out in one write. `stop` ends the boot's
+    stdout for good (see `stop_output`)."""
+    result = [None, False, False, False]
+
+    def keep(data):
+        if (
+            marker is not None
+            and len(data) <= _CARRIED_OUTPUT_BYTES
+            and _JSON_ESCAPE_FACTOR * len(data) + _END_FRAME_BYTES <= frame_bytes
+            and pipe_read_out(1)
+        ):
+            carried = encode(data) if data else ""
+            if carried is not None:
+                result[0] = carried or None
+                return
+        written = len(data)
+        if marker is not None:
+            data += marker
+        if data:
+            wrote = write_marker(1, data)
+            result[1] = wrote and marker is not None
+            result[3] = not wrote and written > 0
+
+    if not take_buffered_output(keep, stop):
+        keep(b"")
+    if marker is not None and not pipe_read_out(2):
+        result[2] = write_marker(2, marker)
+    return tuple(result)
 
 
 def stop_output():
@@ -566,31 +744,39 @@ def _finish(status):
 
     gc.collect()
     send_artifacts(_images_since)
-    try:
-        sys.stdout.flush()
-    except Exception:
-        # As the interpreter does when it cannot flush stdout at exit.
-        if status == 0:
-            status = 120
-    # The boot's stdout, also when the script replaced sys.stdout.
-    stop_output()
+    stdout = sys.stdout
+    if stdout is not _Output.stream or stdout is None:
+        try:
+            stdout.flush()
+        except Exception:
+            # As the interpreter does when it cannot flush stdout at exit.
+            if status == 0:
+                status = 120
+    elif stdout.closed and status == 0:
+        status = 120
     try:
         sys.stderr.flush()
     except Exception:
         pass
+    # The host takes the output as complete at the markers, or at `$done` where none was needed, without waiting for
+    # the pipes to close (under a sandbox, they close only when the sandbox is torn down). The boot's stdout ends here,
+    # also when the script replaced sys.stdout.
+    marker = output_end_marker(_output_nonce) if _output_nonce else None
+    try:
+        frame_bytes = int(_environment(BootVariable.MAX_FRAME_BYTES, str(DEFAULT_MAX_FRAME_BYTES)))
+    except ValueError:
+        frame_bytes = DEFAULT_MAX_FRAME_BYTES
+    output, stdout_marked, stderr_marked, failed = end_output(marker, frame_bytes, json_string, stop=True)
+    if failed and status == 0:
+        status = 120
     # What the parent sees of exit(status).
     status &= 0xFF
-    # The host takes the output as complete at the markers, without waiting for the pipes to close (under a sandbox,
-    # they close only when the sandbox is torn down).
-    marker = output_end_marker(_output_nonce) if _output_nonce else None
+    _send_done(status, output, stdout_marked, stderr_marked)
     for descriptor in (1, 2):
-        if marker is not None:
-            write_marker(descriptor, marker)
         try:
             posix.close(descriptor)
         except OSError:
             pass
-    _send_done(status)
     _exit(status)
 
 
@@ -622,13 +808,18 @@ def send_figures():
         pass
 
 
+def artifacts_directory():
+    """The folder whose files are sent as artifacts (`CODECALL_ARTIFACTS_DIR`; empty when the host set none)."""
+    return _environment(BootVariable.ARTIFACTS_DIRECTORY)
+
+
 def send_artifacts(since):
     """Sends what the run or cell left to return (see `codecall_runtime.send_pending_artifacts`): the files of the
     artifacts directory, open matplotlib figures, images saved in the working directory since `since` (nanoseconds,
     or None). The runtime is imported only when there is something to send: a script that saved nothing pays one
-    listing of two folders."""
+    listing of two folders. Says whether there was something to send."""
     try:
-        directory = _environment(BootVariable.ARTIFACTS_DIRECTORY)
+        directory = artifacts_directory()
         pending = "matplotlib.pyplot" in sys.modules
         if not pending and directory:
             try:
@@ -638,13 +829,14 @@ def send_artifacts(since):
         if not pending and since is not None:
             pending = _has_image_since(since)
         if not pending:
-            return
+            return False
         import codecall_runtime
 
         codecall_runtime.send_pending_artifacts(directory, since)
     except BaseException:
         # Nothing the script left may keep the run from ending.
         pass
+    return True
 
 
 def _has_image_since(since):
@@ -662,7 +854,7 @@ def _has_image_since(since):
     return False
 
 
-def _send_done(status):
+def _send_done(status, output, stdout_marked, stderr_marked):
     descriptor = _channel_descriptor()
     if descriptor < 0:
         return
@@ -670,7 +862,13 @@ def _send_done(status):
     # A thread of the script may be writing a frame: wait for it (briefly), never cut a frame in two.
     if runtime is not None and not runtime.stop_writes(0.5):
         return
-    frame = ('{"method":"%s","params":{"exitCode":%d}}\n' % (DONE_NOTIFICATION, status)).encode()
+    frame = ('{"method":"%s","params":{"exitCode":%d,"stdout":%s,"stderr":%s%s}}\n' % (
+        DONE_NOTIFICATION,
+        status,
+        "true" if stdout_marked else "false",
+        "true" if stderr_marked else "false",
+        "" if output is None else ',"output":' + output,
+    )).encode()
     try:
         _write_all(descriptor, frame)
     except OSError:
@@ -730,6 +928,7 @@ def main_pooled():
             __import__(name)
         except Exception:
             pass
+    remember_pipes()
     descriptor = posix.open(path, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL, 0o600)
     channel.notify(READY_NOTIFICATION, {})
     while True:

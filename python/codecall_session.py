@@ -6,10 +6,14 @@ Kept apart from codecall_boot so that a cold run, which never needs this code, d
 import sys
 
 import posix
-from time import time_ns
+from time import monotonic, time_ns
 
 import codecall_boot as _boot
 from codecall_boot import CELL_DONE_NOTIFICATION, CELL_NOTIFICATION
+
+
+# Assumed when the interpreter cannot tell how many processors the machine has.
+_UNKNOWN_PROCESSORS = 1024
 
 
 class _Session:
@@ -18,6 +22,13 @@ class _Session:
     cell = 0
     running = False
     cpu_limit = None
+    # When the CPU time was last read (monotonic seconds), what it was, and for how many seconds a cell the limit is.
+    cpu_read_at = None
+    cpu_used = 0.0
+    cpu_seconds = None
+    # Processors of the machine (whatever affinity the script sets): CPU time grows at most this many times as fast as
+    # the clock.
+    processors = 1
 
 
 def _on_interrupt(signal_number, frame):
@@ -58,14 +69,28 @@ def _take_interrupt_pipe():
 def _cell_cpu_limit(seconds):
     # RLIMIT_CPU counts the whole life of the process: each cell gets `seconds` more than what was used so far
     # (whole seconds, so most cells find the limit already where it belongs and skip the call).
+    now = monotonic()
+    read_at = _Session.cpu_read_at
+    if (
+        read_at is not None
+        and seconds == _Session.cpu_seconds
+        and _Session.cpu_used + (now - read_at) * _Session.processors < int(_Session.cpu_used) + 1
+    ):
+        # Too little time has passed for the whole seconds used to have grown: the limit is where it belongs.
+        return
     try:
         import resource
     except ImportError:
         return
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(usage.ru_utime + usage.ru_stime) + 1 + int(seconds)
+    used = usage.ru_utime + usage.ru_stime
+    soft = int(used) + 1 + int(seconds)
     if _Session.cpu_limit != soft and _boot.set_resource_limit(resource, resource.RLIMIT_CPU, soft):
         _Session.cpu_limit = soft
+    if _Session.cpu_limit == soft:
+        _Session.cpu_read_at = now
+        _Session.cpu_used = used
+        _Session.cpu_seconds = seconds
 
 
 def _flush_streams():
@@ -78,18 +103,164 @@ def _flush_streams():
     _boot.flush_output()
 
 
+def _end_output(end, frame_bytes):
+    """Ends the cell's output (see `codecall_boot.end_output`): returns (the text the result frame carries or None,
+    whether the end marker went on stdout, on stderr)."""
+    boot_stream = _boot.output_stream()
+    for stream in (sys.stdout, sys.stderr):
+        # The script's own streams (the boot's is taken below): what they hold reaches descriptors 1 and 2 first.
+        if stream is not boot_stream:
+            try:
+                stream.flush()
+            except Exception:
+                pass
+    output, wrote_stdout, wrote_stderr, _ = _boot.end_output(end, frame_bytes, _utf8_text, stop=False)
+    return output, wrote_stdout, wrote_stderr
+
+
+def _utf8_text(data):
+    # The channel encodes the frame: the output goes in as text.
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 _FILE_CLOCK_SLACK_NANOSECONDS = 20_000_000
+
+
+# inotify_init1 flags IN_NONBLOCK | IN_CLOEXEC.
+_WATCH_FLAGS = 0o4000 | 0o2000000
+# Every change that can leave a file to send: written (IN_MODIFY), new times (IN_ATTRIB), closed after writing
+# (IN_CLOSE_WRITE), moved in (IN_MOVED_TO), created (IN_CREATE); and a watched folder itself deleted (IN_DELETE_SELF) or
+# moved (IN_MOVE_SELF).
+_WATCHED_CHANGES = 0x2 | 0x4 | 0x8 | 0x80 | 0x100 | 0x400 | 0x800
+# Events after which the watch no longer follows the paths listed (IN_DELETE_SELF, IN_MOVE_SELF, IN_IGNORED: another
+# folder may stand there now) or may have missed one (IN_Q_OVERFLOW counts as a change only).
+_WATCH_LOST = 0x400 | 0x800 | 0x8000
+# struct inotify_event: int wd, uint32 mask, uint32 cookie, uint32 len, then `len` bytes of name.
+_EVENT_HEAD_BYTES = 16
+_WATCH_READ_BYTES = 4096
+
+
+class _FileWatch:
+    """An inotify descriptor watching the artifacts folder and the working directory, so a cell that changed neither
+    skips listing them (two listings cost tens of µs a cell). Without it (not Linux, no inotify, its limits reached,
+    the descriptor closed by the script, the working directory moved) every cell lists them."""
+
+    descriptor = -1
+    # (device, inode) of the inotify descriptor and of the watched working directory.
+    identity = None
+    directory = None
+    # The last look found something (a file the artifacts folder still holds is looked at again by the next cell).
+    look_again = True
+
+
+def _identity(status):
+    return status.st_dev, status.st_ino
+
+
+def _watch_files():
+    if sys.platform != "linux":
+        return
+    try:
+        import _ctypes
+
+        class _Int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class _Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL
+            _restype_ = _Int
+
+        class _Process:
+            _handle = _ctypes.dlopen(None, 0)
+
+        descriptor = _Function(("inotify_init1", _Process))(_WATCH_FLAGS)
+    except Exception:
+        return
+    if descriptor < 0:
+        return
+    try:
+        add_watch = _Function(("inotify_add_watch", _Process))
+        folders = [b"."]
+        artifacts = _boot.artifacts_directory()
+        if artifacts:
+            folders.append(artifacts.encode("utf-8", "surrogateescape"))
+        for folder in folders:
+            if add_watch(descriptor, folder, _WATCHED_CHANGES) < 0:
+                raise OSError("cannot watch %r" % folder)
+        _FileWatch.identity = _identity(posix.fstat(descriptor))
+        _FileWatch.directory = _identity(posix.stat("."))
+    except Exception:
+        posix.close(descriptor)
+        return
+    _FileWatch.descriptor = descriptor
+
+
+def _files_may_have_changed():
+    """Whether a file to send may have appeared since the last look: an inotify event came (they are all read now),
+    the working directory is another one, or there is no watch."""
+    descriptor = _FileWatch.descriptor
+    if descriptor < 0:
+        return True
+    try:
+        if _identity(posix.fstat(descriptor)) != _FileWatch.identity:
+            # The script closed it (the number may name one of its files now): never read it again.
+            _FileWatch.descriptor = -1
+            return True
+        changed = _FileWatch.look_again or _identity(posix.stat(".")) != _FileWatch.directory
+        lost = False
+        while True:
+            try:
+                events = posix.read(descriptor, _WATCH_READ_BYTES)
+            except BlockingIOError:
+                break
+            if not events:
+                break
+            changed = True
+            lost = lost or _watch_lost(events)
+    except OSError:
+        # Not closed: the number may be free now, and soon one of the script's files.
+        _FileWatch.descriptor = -1
+        return True
+    if lost:
+        _stop_watching()
+    return changed
+
+
+def _watch_lost(events):
+    position = 0
+    while position + _EVENT_HEAD_BYTES <= len(events):
+        mask = int.from_bytes(events[position + 4:position + 8], sys.byteorder)
+        if mask & _WATCH_LOST:
+            return True
+        position += _EVENT_HEAD_BYTES + int.from_bytes(events[position + 12:position + 16], sys.byteorder)
+    return False
+
+
+def _stop_watching():
+    descriptor = _FileWatch.descriptor
+    _FileWatch.descriptor = -1
+    try:
+        posix.close(descriptor)
+    except OSError:
+        pass
 
 
 def _send_cell_artifacts(started):
     # An interrupt landing while the files go out ends the sending, never the session.
+    if not _files_may_have_changed():
+        return
+    found = True
     try:
-        _boot.send_artifacts(started)
+        found = _boot.send_artifacts(started)
     except KeyboardInterrupt:
         pass
+    _FileWatch.look_again = found
 
 
-def _run_cell(namespace, params):
+def _run_cell(namespace, params, frame_bytes):
     cell = params.get("id")
     code = params.get("code")
     nonce = params.get("nonce")
@@ -136,10 +307,11 @@ def _run_cell(namespace, params):
         status = 1
         exception = {"type": "KeyboardInterrupt", "message": "", "traceback": ""}
     _send_cell_artifacts(started)
-    _flush_streams()
-    wrote_stdout = _boot.write_marker(1, end)
-    wrote_stderr = _boot.write_marker(2, end)
-    return {"id": cell, "exitCode": status, "exception": exception, "stdout": wrote_stdout, "stderr": wrote_stderr}
+    output, wrote_stdout, wrote_stderr = _end_output(end, frame_bytes)
+    done = {"id": cell, "exitCode": status, "exception": exception, "stdout": wrote_stdout, "stderr": wrote_stderr}
+    if output is not None:
+        done["output"] = output
+    return done
 
 
 def main():
@@ -158,6 +330,7 @@ def main():
     _boot.buffer_output()
     _boot.start_output_flusher()
     interrupts = _take_interrupt_pipe()
+    _boot.remember_pipes()
     import _thread
 
     import codecall_runtime
@@ -168,9 +341,12 @@ def main():
     sys.modules["__main__"] = module
     sys.argv = [""]
     sys.path[0] = _boot.enter_workspace() or posix.getcwd()
+    _watch_files()
+    _Session.processors = posix.cpu_count() or _UNKNOWN_PROCESSORS
     _signal.signal(_signal.SIGINT, _on_interrupt)
     _thread.start_new_thread(_watch_interrupts, (interrupts, _thread.get_ident()))
     namespace = module.__dict__
+    frame_bytes = channel._max_frame_bytes
     while True:
         try:
             message = channel.next_notification()
@@ -178,7 +354,7 @@ def main():
                 break
             if message.get("method") != CELL_NOTIFICATION or type(message.get("params")) is not dict:
                 continue
-            done = _run_cell(namespace, message["params"])
+            done = _run_cell(namespace, message["params"], frame_bytes)
             if done is not None:
                 channel.notify(CELL_DONE_NOTIFICATION, done)
         except KeyboardInterrupt:

@@ -223,6 +223,38 @@ describe('artifacts of session cells', () => {
   });
 });
 
+describe('files of session cells that are looked for only when something changed', () => {
+  const codecall = codecallWith();
+
+  it('finds an image rewritten in place, a file a subprocess wrote, an image saved after a chdir, and files of a replaced artifacts folder', async () => {
+    const session = codecall.session();
+    const cell = async (code: string) => {
+      const result = await session.execute(code);
+      expect(result.status, JSON.stringify(result)).toBe('success');
+      return namesOf(result);
+    };
+    await cell('import os, shutil, subprocess\nartifacts = os.environ["CODECALL_ARTIFACTS_DIR"]');
+    expect(await cell('open("picture.png", "wb").write(b"first")')).toEqual(['picture.png']);
+    expect(await cell('x = 1')).toEqual([]);
+    expect(await cell('with open("picture.png", "r+b") as handle:\n    handle.write(b"second version")')).toEqual([
+      'picture.png',
+    ]);
+    expect(
+      await cell('subprocess.run(["sh", "-c", "printf x > \\"$0/from-shell.txt\\"", artifacts], check=True)'),
+    ).toEqual(['from-shell.txt']);
+    expect(
+      await cell('os.makedirs("sub", exist_ok=True)\nos.chdir("sub")\nopen("in-sub.png", "wb").write(b"sub")'),
+    ).toEqual(['in-sub.png']);
+    expect(await cell('open("again.png", "wb").write(b"again")\nos.chdir("..")')).toEqual([]);
+    expect(await cell('shutil.rmtree(artifacts)\nos.mkdir(artifacts)')).toEqual([]);
+    expect(await cell('open(os.path.join(artifacts, "after.txt"), "w").write("after")')).toEqual(['after.txt']);
+    expect(await cell('open(os.path.join(artifacts, "later.txt"), "w").write("later")')).toEqual(['later.txt']);
+    expect(await cell('x = 2')).toEqual([]);
+    expect(await cell('open(os.path.join(artifacts, "last.txt"), "w").write("last")')).toEqual(['last.txt']);
+    await session.close();
+  });
+});
+
 describe('files a tool saves in its artifacts folder', () => {
   const saveFile = defineTool({
     name: 'save_file',

@@ -310,3 +310,61 @@ describe('session lifecycle', () => {
     await session.close();
   });
 });
+
+describe('the end of a cell output', () => {
+  it('keeps what a cell wrote to the descriptors, what its subprocess wrote and what it printed last in order', async () => {
+    const codecall = codecallWith();
+    const session = codecall.session();
+    await session.execute('import os, subprocess, sys');
+    for (let cell = 0; cell < 40; cell += 1) {
+      const result = await session.execute(
+        [
+          `os.write(1, b"direct ${cell}\\n")`,
+          `os.write(2, b"error ${cell}\\n")`,
+          `print("printed ${cell}")`,
+          ...(cell % 10 === 0 ? ['subprocess.run([sys.executable, "-c", "print(\'child\')"], check=True)'] : []),
+          `print("last ${cell}")`,
+        ].join('\n'),
+      );
+      const child = cell % 10 === 0 ? 'child\n' : '';
+      expect(result.stdout).toBe(`direct ${cell}\nprinted ${cell}\n${child}last ${cell}\n`);
+      expect(result.stderr).toBe(`error ${cell}\n`);
+    }
+    await session.close();
+  });
+
+  it('writes what a cell printed last to the file it made its stdout, not into the result', async () => {
+    const codecall = codecallWith();
+    const session = codecall.session();
+    const redirected = await session.execute(
+      [
+        'import os',
+        'saved = os.dup(1)',
+        'target = os.open("redirected.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)',
+        'os.dup2(target, 1)',
+        'print("into the file")',
+      ].join('\n'),
+    );
+    expect(redirected.status).toBe('success');
+    expect(redirected.stdout).toBe('');
+    const restored = await session.execute(
+      'os.dup2(saved, 1)\nprint(open("redirected.txt", "rb").read().startswith(b"into the file\\n"))',
+    );
+    expect(restored.stdout).toBe('True\n');
+    await session.close();
+  });
+
+  it('gives what a cell printed that is not UTF-8 as a run gets it', async () => {
+    const codecall = codecallWith();
+    const code =
+      'import sys\nsys.stdout.buffer.write(b"caf\\xe9 \\xff\\xfe ok\\n")\nsys.stdout.write("tail \\u00e9\\n")';
+    const run = await codecall.execute(code);
+    const session = codecall.session();
+    const cell = await session.execute(code);
+    expect(cell.stdout).toBe(run.stdout);
+    expect(cell.stdout).toContain('tail é');
+    const text = await session.execute('print("ünïcödé ✓")');
+    expect(text.stdout).toBe('ünïcödé ✓\n');
+    await session.close();
+  });
+});

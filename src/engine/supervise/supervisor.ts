@@ -32,6 +32,7 @@ export const OUTPUT_DRAIN_MS = 250;
 
 const NO_CELL_RUNNING = 'no cell is running; tools can be called only while a cell runs';
 const CELL_ENDED = 'the cell has ended; tools can be called only while a cell runs';
+const RUN_ENDED = 'the run has ended';
 
 /** What a supervisor watches of an interpreter: a launched one, or a stand-in over in-memory streams. */
 export type SupervisedProcess = Pick<
@@ -160,6 +161,8 @@ interface Supervised {
   /** A run's uncaught exception, from `$exception` (a cell's comes in its report). */
   exception: ScriptExceptionReport | undefined;
   report: CellReport | undefined;
+  /** A run's `$done` was taken (a later one is not). */
+  doneTaken: boolean;
   /** Ends a reported cell whose end markers do not come. */
   drainTimer: NodeJS.Timeout | undefined;
   end: End | undefined;
@@ -199,6 +202,8 @@ export class Supervisor {
   readonly #outsideLimit: number;
   #outsideBytes = 0;
   #current: Supervised | undefined;
+  /** Settles when the channel has been read to its end (or is gone). */
+  readonly #channelEnded: Promise<void>;
 
   constructor(options: SupervisorOptions) {
     const { process, limits } = options;
@@ -234,6 +239,14 @@ export class Supervisor {
     // Tools are called only while a run or cell is supervised.
     this.#server.refuseCalls(NO_CELL_RUNNING);
     this.#streams = [this.#readOutput(process.stdout), this.#readOutput(process.stderr)];
+    const channel = process.channel;
+    this.#channelEnded =
+      channel.readableEnded || channel.destroyed
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            channel.once('end', resolve);
+            channel.once('close', resolve);
+          });
     void process.exited.then((exit) => {
       const current = this.#current;
       if (current !== undefined) this.#settle(current, { exit, reported: false });
@@ -280,6 +293,7 @@ export class Supervisor {
       cancelStop: undefined,
       exception: undefined,
       report: undefined,
+      doneTaken: false,
       drainTimer: undefined,
       end: undefined,
       resolveEnd,
@@ -328,10 +342,17 @@ export class Supervisor {
       // Completion is the interpreter's exit (or its `$done`): whatever it left behind in its group goes now (a
       // sandbox goes with its pid namespace); the runner's own sweep (e.g. of a cgroup) follows in the release.
       process.signal('SIGKILL');
-      this.#server.end();
       // What is still in the pipes, up to the end markers (or until they close): a process that escaped the group
-      // may hold them open, so the wait is bounded.
-      await settledWithin(allOutputEnded, OUTPUT_DRAIN_MS);
+      // may hold them open, so the wait is bounded. An exit seen before the boot's `$done` was read leaves that frame,
+      // and the output it carries, in the channel: it is read to its end too (calls still in it are refused).
+      if (end.reported) {
+        this.#server.end();
+        await settledWithin(allOutputEnded, OUTPUT_DRAIN_MS);
+      } else {
+        this.#server.refuseCalls(RUN_ENDED);
+        await settledWithin(Promise.all([allOutputEnded, this.#channelEnded]), OUTPUT_DRAIN_MS);
+        this.#server.end();
+      }
       if (!this.#streams.every(outputEnded)) await new Promise<void>((resolve) => afterPipesPolled(resolve));
       for (const output of this.#streams) {
         output.splitter.flush();
@@ -451,6 +472,16 @@ export class Supervisor {
     if (this.#outsideBytes > this.#outsideLimit) void this.#process.killAll();
   }
 
+  /**
+   * What the code printed last, carried in its end frame (`$done`, `$cell_done`): the boot sends it there only once
+   * the host has read all that was written to the pipe before, so it follows that output as it would in the pipe.
+   */
+  #takeCarriedOutput(done: Record<string, unknown>): void {
+    if (typeof done.output === 'string' && done.output.length > 0) {
+      this.#streams[0].handlers.output(Buffer.from(done.output, 'utf8'));
+    }
+  }
+
   /** Ends a reported cell once its marked streams ended; tells a draining run when both streams have. */
   #checkOutputEnded(): void {
     const current = this.#current;
@@ -476,9 +507,21 @@ export class Supervisor {
       return;
     }
     if (method === DONE_NOTIFICATION && cellId === undefined) {
-      const exitCode = (params as { exitCode?: unknown } | null)?.exitCode;
-      if (typeof exitCode === 'number' && Number.isInteger(exitCode)) {
+      const done = (typeof params === 'object' && params !== null ? params : {}) as Record<string, unknown>;
+      const exitCode = done.exitCode;
+      // Also after the exit was seen first (see supervise): the output it carries is the run's.
+      if (typeof exitCode === 'number' && Number.isInteger(exitCode) && !current.doneTaken) {
+        current.doneTaken = true;
+        this.#takeCarriedOutput(done);
+        // A stream the boot wrote no marker on had been read out: its output is complete now (without a nonce the
+        // streams end at their close, as before).
+        if (current.options.nonce !== undefined) {
+          const [stdout, stderr] = this.#streams;
+          if (done.stdout === false) stdout.markerSeen = true;
+          if (done.stderr === false) stderr.markerSeen = true;
+        }
         this.#settle(current, { exit: { code: exitCode, signal: null }, reported: true });
+        this.#checkOutputEnded();
       }
       return;
     }
@@ -486,7 +529,7 @@ export class Supervisor {
       return;
     }
     const done = params as Record<string, unknown>;
-    if (done.id !== cellId) return;
+    if (done.id !== cellId || current.report !== undefined) return;
     const exception = done.exception;
     current.report = {
       exitCode: typeof done.exitCode === 'number' && Number.isInteger(done.exitCode) ? done.exitCode : 1,
@@ -497,6 +540,7 @@ export class Supervisor {
       stdoutMarked: done.stdout === true,
       stderrMarked: done.stderr === true,
     };
+    this.#takeCarriedOutput(done);
     // The end markers trail `$cell_done` through other pipes; a cell that redirected a descriptor never sends one.
     this.#checkOutputEnded();
     if (current.end === undefined && current.drainTimer === undefined) {
