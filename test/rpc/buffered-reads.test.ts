@@ -138,7 +138,9 @@ describe("read_file's buffers lent by the tool-call server", () => {
       ended += 1;
       if (ended === FILES * 2) allEnded();
     });
-    // The script reads nothing until every call has been answered: most replies wait in the host's socket.
+    // The script reads nothing until every call has been answered: most replies wait in the host's socket, holding
+    // the buffers they were read into. There are more calls than the 16 buffers a server lends at once: the calls
+    // past that read into fresh memory.
     script.pause();
     for (let index = 0; index < FILES * 2; index += 1) {
       script.write(
