@@ -23,11 +23,6 @@ export class ReplyBufferPool {
     return this.#lent.size;
   }
 
-  /** Buffers kept for reuse. */
-  get idleBuffers(): number {
-    return this.#idle.length;
-  }
-
   /** A buffer nothing else uses until it is given back (its old bytes still in it), reused or new. */
   take(): Buffer {
     const buffer = this.#idle.pop() ?? Buffer.allocUnsafeSlow(this.#bufferBytes);
