@@ -1,7 +1,9 @@
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { MAX_JSON_NESTING_DEPTH } from '../core/json-nesting.js';
 import { isRecord } from '../core/values.js';
 import { formatSeconds } from '../core/wording.js';
+import { type BufferedRead, type BufferedReadResult, LENT_BUFFER_BYTES } from '../tools/buffered-read.js';
 import type { ArgumentCheck, RegisteredTool } from '../tools/registered-tool.js';
 import { type ApproveToolCall, askApproval, ToolCallDeniedError } from '../tools/tool-approval.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
@@ -18,6 +20,7 @@ import {
   type ScriptExceptionReport,
 } from './protocol.js';
 import { splitRawText } from './raw-text.js';
+import { ReplyBufferPool } from './reply-buffers.js';
 
 /** Calls past the limit the script may keep making (each refused) before the run is stopped as a flood. */
 export const TOOL_CALL_FLOOD_ALLOWANCE = 1_000;
@@ -101,6 +104,13 @@ const SUCCESS_WITHOUT_BYTES: CallEnd = {};
 const REPLY_ENVELOPE_BYTES = 64;
 /** Most bytes one UTF-16 code unit of a string takes in UTF-8 (a surrogate pair: 4 bytes for 2 units). */
 const MAX_UTF8_BYTES_PER_CODE_UNIT = 3;
+/** Read buffers a server keeps for reuse between calls. */
+const MAX_IDLE_REPLY_BUFFERS = 4;
+/**
+ * Read buffers a server lends at once (to calls running, or to replies the socket has not taken yet); past it, calls
+ * read into fresh memory, so a script that leaves its replies unread cannot make the host hold more than this many.
+ */
+const MAX_LENT_REPLY_BUFFERS = 16;
 
 /** What one run (or one session cell) may spend on tool calls; see {@link ToolCallServer.startBudget}. */
 export interface ToolCallBudget {
@@ -183,10 +193,17 @@ export class ToolCallServer {
   #limitReached = false;
   /** Set while calls are refused without ending the channel (a session between cells): the refusal message. */
   #refusal: string | undefined;
+  /**
+   * The buffers lent to built-in tools' buffered reads; only on a real socket, which has taken a reply's bytes into
+   * the kernel when its write calls back (another stream may still refer to them).
+   */
+  readonly #replyBuffers: ReplyBufferPool | undefined;
 
   constructor(options: ToolCallServerOptions) {
     this.#options = options;
     this.#budget = options;
+    this.#replyBuffers =
+      options.socket instanceof Socket ? new ReplyBufferPool(LENT_BUFFER_BYTES, MAX_IDLE_REPLY_BUFFERS) : undefined;
     this.#splitter = new LineSplitter(
       { maxFrameBytes: options.maxFrameBytes, maxNestingDepth: MAX_JSON_NESTING_DEPTH },
       {
@@ -283,6 +300,7 @@ export class ToolCallServer {
     }
     this.#inFlight.clear();
     this.#queue.length = 0;
+    this.#replyBuffers?.close();
     this.#options.socket.destroy();
   }
 
@@ -476,6 +494,12 @@ export class ToolCallServer {
   }
 
   #run(call: ActiveCall, args: unknown, context: CallContext): void {
+    const bufferedRead = call.tool.bufferedRead;
+    const pool = this.#replyBuffers;
+    if (bufferedRead !== undefined && pool !== undefined && pool.lentBuffers < MAX_LENT_REPLY_BUFFERS) {
+      this.#runBuffered(call, args, context, bufferedRead, pool);
+      return;
+    }
     let pending: Promise<unknown>;
     try {
       pending = call.tool.invoke(args, context);
@@ -490,6 +514,59 @@ export class ToolCallServer {
           ? this.#deny(call, error.message)
           : this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error)),
     );
+  }
+
+  // A built-in tool reading into a buffer of the server: the buffer comes back when the tool is done with it and,
+  // when the reply carries bytes of it, once the socket has taken the whole reply.
+  #runBuffered(
+    call: ActiveCall,
+    args: unknown,
+    context: CallContext,
+    bufferedRead: BufferedRead,
+    pool: ReplyBufferPool,
+  ): void {
+    const buffer = pool.take();
+    let pending: Promise<BufferedReadResult>;
+    try {
+      pending = bufferedRead(args as Record<string, unknown>, context, buffer);
+    } catch (error) {
+      pool.give(buffer);
+      this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error));
+      return;
+    }
+    pending.then(
+      (read) => this.#finishWithBufferedRead(call, read, buffer, pool),
+      (error: unknown) => {
+        pool.give(buffer);
+        if (error instanceof ToolCallDeniedError) this.#deny(call, error.message);
+        else this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error));
+      },
+    );
+  }
+
+  #finishWithBufferedRead(call: ActiveCall, read: BufferedReadResult, buffer: Buffer, pool: ReplyBufferPool): void {
+    const bytes = read.bytes;
+    if (bytes === undefined || call.done) {
+      pool.give(buffer);
+      this.#finishWithResult(call, read.value);
+      return;
+    }
+    let json: string;
+    try {
+      json = serializeToolResult(call.tool.descriptor.name, read.value);
+    } catch (error) {
+      pool.give(buffer);
+      this.#fail(call, ChannelErrorCode.toolFailed, describeThrownValue(error));
+      return;
+    }
+    const frame = encodeRawTextReply(call.id, json, [[read.key, bytes.length]]);
+    const size = Buffer.byteLength(frame) + bytes.length;
+    if (size > this.#options.maxFrameBytes) {
+      pool.give(buffer);
+      this.#refuseLargeResult(call, size);
+      return;
+    }
+    this.#finish(call, [frame, bytes], { resultBytes: size }, () => pool.give(buffer));
   }
 
   #finishWithResult(call: ActiveCall, value: unknown): void {
@@ -541,12 +618,21 @@ export class ToolCallServer {
     this.#finish(call, encodeErrorReply(call.id, code, message), { error: message, errorCode: code });
   }
 
-  #finish(call: ActiveCall, frame: string | readonly (string | Buffer)[], end: CallEnd): void {
-    if (call.done) return;
+  /** Replies to a call; `written` is called once nothing refers to the frame's buffers any more (see #reply). */
+  #finish(
+    call: ActiveCall,
+    frame: string | readonly (string | Buffer)[],
+    end: CallEnd,
+    written?: (() => void) | undefined,
+  ): void {
+    if (call.done || this.#ended) {
+      call.done = true;
+      written?.();
+      return;
+    }
     call.done = true;
-    if (this.#ended) return;
     this.#inFlight.delete(call.id);
-    this.#reply(frame);
+    this.#reply(frame, written);
     this.#reportEnd(call, end);
     const next = this.#queue.shift();
     if (next !== undefined) this.#start(next);
@@ -568,16 +654,25 @@ export class ToolCallServer {
     });
   }
 
-  /** Writes a frame, or a frame and the raw bytes that follow it (in one write to the socket). */
-  #reply(frame: string | readonly (string | Buffer)[]): void {
-    if (this.#ended) return;
+  /**
+   * Writes a frame, or a frame and the raw bytes that follow it (in one write to the socket). `written` is called
+   * once the socket no longer refers to them: when their write calls back (done, failed or dropped with the socket),
+   * or at once when nothing is written.
+   */
+  #reply(frame: string | readonly (string | Buffer)[], written?: (() => void) | undefined): void {
     const socket = this.#options.socket;
-    if (socket.destroyed || !socket.writable) return;
+    if (this.#ended || socket.destroyed || !socket.writable) {
+      written?.();
+      return;
+    }
     if (typeof frame === 'string') {
-      socket.write(frame);
+      socket.write(frame, written);
     } else {
       socket.cork();
-      for (const part of frame) socket.write(part);
+      const last = frame.length - 1;
+      for (let index = 0; index <= last; index += 1) {
+        socket.write(frame[index] as string | Buffer, index === last ? written : undefined);
+      }
       socket.uncork();
     }
     if (socket.writableLength > MAX_UNREAD_REPLY_BYTES) {

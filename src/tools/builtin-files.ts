@@ -2,6 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { type Dirent, constants as fsConstants, readSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { formatBytes, formatSeconds } from '../core/wording.js';
+import { type BufferedReadResult, defineBufferedRead } from './buffered-read.js';
 import { defineTool } from './define-tool.js';
 import { defineEncodedText } from './encoded-text.js';
 import type { FileToolsPolicyOptions } from './file-access-policy.js';
@@ -110,18 +111,20 @@ export function createFileTools(options: FileToolsOptions): Tool[] {
     callTimeoutMs: SEARCH_TIMEOUT_MS,
     maxRememberedRuns: MAX_REMEMBERED_SEARCH_RUNS,
   });
+  const readFile = defineTool({
+    name: 'read_file',
+    description:
+      'Read a text file of the workspace (UTF-8; invalid bytes become U+FFFD). `offset` is the first line to ' +
+      `return (1-based, default 1) and \`limit\` the most lines to return (default: all). At most ${formatBytes(MAX_READ_BYTES)} ` +
+      'of text comes back per call: when that cap cuts the requested lines, `truncated` is true and `nextOffset` is ' +
+      'the line to pass as `offset` to continue. `totalLines` counts the whole file. Symbolic links are not followed.',
+    inputSchema: READ_FILE_INPUT,
+    outputSchema: READ_FILE_OUTPUT,
+    execute: (args, context) => readFileTool(workspace, args, context),
+  });
+  defineBufferedRead(readFile, (args, context, buffer) => readFileBuffered(workspace, args, context, buffer));
   return [
-    defineTool({
-      name: 'read_file',
-      description:
-        'Read a text file of the workspace (UTF-8; invalid bytes become U+FFFD). `offset` is the first line to ' +
-        `return (1-based, default 1) and \`limit\` the most lines to return (default: all). At most ${formatBytes(MAX_READ_BYTES)} ` +
-        'of text comes back per call: when that cap cuts the requested lines, `truncated` is true and `nextOffset` is ' +
-        'the line to pass as `offset` to continue. `totalLines` counts the whole file. Symbolic links are not followed.',
-      inputSchema: READ_FILE_INPUT,
-      outputSchema: READ_FILE_OUTPUT,
-      execute: (args, context) => readFileTool(workspace, args, context),
-    }),
+    readFile,
     defineTool({
       name: 'write_file',
       description:
@@ -320,13 +323,49 @@ async function readFileTool(
   args: Record<string, unknown>,
   context: ToolContext,
 ): Promise<ReadFileResult> {
+  const { result, bytes } = await readFileParts(workspace, args, context, undefined);
+  // Longer valid UTF-8 stays bytes until someone reads it: the channel sends it to the script as it is.
+  if (bytes.length > EAGER_DECODE_MAX_BYTES && isUtf8(bytes)) defineEncodedText(result, 'content', bytes);
+  else result.content = bytes.toString('utf8');
+  return result;
+}
+
+// read_file for the tool-call server alone (see BufferedRead): a file that fits is read into the server's buffer, and
+// its valid UTF-8 goes back as bytes beside a result that never refers to them.
+async function readFileBuffered(
+  workspace: Workspace,
+  args: Record<string, unknown>,
+  context: ToolContext,
+  buffer: Buffer,
+): Promise<BufferedReadResult> {
+  const { result, bytes } = await readFileParts(workspace, args, context, buffer);
+  if (bytes.length > EAGER_DECODE_MAX_BYTES && isUtf8(bytes)) {
+    return { value: result as unknown as Record<string, unknown>, key: 'content', bytes };
+  }
+  result.content = bytes.toString('utf8');
+  return { value: result as unknown as Record<string, unknown>, key: 'content', bytes: undefined };
+}
+
+/** Longest content `read_file` decodes at once; longer content is decoded when read (see `defineEncodedText`). */
+const EAGER_DECODE_MAX_BYTES = 4_096;
+
+/**
+ * Reads the lines `args` ask for: the result with an empty `content`, and the bytes of that content (views of the
+ * buffers read; of `lent` when given and the file fits in it).
+ */
+async function readFileParts(
+  workspace: Workspace,
+  args: Record<string, unknown>,
+  context: ToolContext,
+  lent: Buffer | undefined,
+): Promise<{ readonly result: ReadFileResult; readonly bytes: Buffer }> {
   const requested = requireString('read_file', args, 'path');
   const offset = optionalPositiveInteger('read_file', args, 'offset') ?? 1;
   const limit = optionalPositiveInteger('read_file', args, 'limit');
   const target = parseWorkspacePath(workspace, 'read_file', requested);
   const file = await openFileForReading(workspace, 'read_file', requested, target);
   try {
-    const scan = await scanLines(file.fd, file.stats.size, offset, limit, context);
+    const scan = await scanLines(file.fd, file.stats.size, offset, limit, context, lent);
     const kept = scan.kept.length === 1 ? (scan.kept[0] as Buffer) : Buffer.concat(scan.kept);
     // Built in one literal and filled in below (no spread): the keys keep this order in every case.
     const result: ReadFileResult = {
@@ -342,33 +381,22 @@ async function readFileTool(
       const nextOffset = offset + scan.completeLines;
       result.nextOffset = nextOffset;
       result.note = `stopped at the ${formatBytes(MAX_READ_BYTES)} cap after ${scan.completeLines} lines; call read_file again with offset=${nextOffset} to continue`;
-      return withContent(result, kept.subarray(0, scan.bytesAtLastLineEnd));
+      return { result, bytes: kept.subarray(0, scan.bytesAtLastLineEnd) };
     }
     if (scan.capHit) {
       result.nextOffset = offset + 1 <= scan.totalLines ? offset + 1 : null;
       result.note = `line ${offset} is longer than the ${formatBytes(MAX_READ_BYTES)} cap and was cut`;
-      return withContent(result, withoutPartialCharacter(kept));
+      return { result, bytes: withoutPartialCharacter(kept) };
     }
     const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
     result.nextOffset = endLine <= scan.totalLines ? endLine : null;
     if (offset > scan.totalLines && scan.totalLines > 0) {
       result.note = `offset ${offset} is past the end of the file (${scan.totalLines} lines)`;
     }
-    return withContent(result, kept);
+    return { result, bytes: kept };
   } finally {
     closeDescriptor(file.fd);
   }
-}
-
-/** Longest content `read_file` decodes at once; longer content is decoded when read (see `defineEncodedText`). */
-const EAGER_DECODE_MAX_BYTES = 4_096;
-
-// Sets the result's `content` from `bytes`. Longer valid UTF-8 stays bytes until someone reads it: the channel sends
-// it to the script as it is.
-function withContent(result: ReadFileResult, bytes: Buffer): ReadFileResult {
-  if (bytes.length > EAGER_DECODE_MAX_BYTES && isUtf8(bytes)) defineEncodedText(result, 'content', bytes);
-  else result.content = bytes.toString('utf8');
-  return result;
 }
 
 interface LineScan {
@@ -382,14 +410,16 @@ interface LineScan {
 
 // Reads the whole file: keeps the requested lines (up to the byte cap) and counts every line. A file of up to
 // WHOLE_READ_MAX_BYTES is read into one buffer sized from its stats (one read, plus none at the end when it holds
-// what the stats said), and its kept lines are decoded where they lie. Each buffer read into is fresh, so the kept
-// bytes are views of it, one per buffer.
+// what the stats said), and its kept lines are decoded where they lie. The first read goes into `lent` when one is
+// given and the read fits in it and is synchronous; every other buffer read into is fresh. Each buffer is read into
+// once, so the kept bytes are views of it, one per buffer.
 async function scanLines(
   fd: number,
   size: number,
   offset: number,
   limit: number | undefined,
   context: ToolContext,
+  lent: Buffer | undefined,
 ): Promise<LineScan> {
   const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
   const kept: Buffer[] = [];
@@ -402,12 +432,20 @@ async function scanLines(
   let lastByte = -1;
   // The first read asks for one byte more than the stats say, so a file that grew meanwhile is noticed.
   let readSize = size < WHOLE_READ_MAX_BYTES ? size + 1 : READ_CHUNK_BYTES;
+  let unusedLent = lent;
   for (;;) {
-    const buffer = Buffer.allocUnsafe(readSize);
+    let buffer: Buffer;
     let bytesRead: number;
     if (totalBytes + readSize <= SYNC_READ_MAX_BYTES) {
+      if (unusedLent !== undefined && readSize <= unusedLent.length) {
+        buffer = unusedLent;
+        unusedLent = undefined;
+      } else {
+        buffer = Buffer.allocUnsafe(readSize);
+      }
       bytesRead = readSync(fd, buffer, 0, readSize, null);
     } else {
+      buffer = Buffer.allocUnsafe(readSize);
       // Only a read through the thread pool can outlast its call: checking there alone spares the quick reads the
       // making of the call's signal.
       if (context.signal.aborted) throw new FileToolError('read_file: the call was cancelled');

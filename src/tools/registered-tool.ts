@@ -1,3 +1,4 @@
+import type { BufferedRead } from './buffered-read.js';
 import type { ToolContext, ToolDescriptor } from './types.js';
 
 /** Outcome of checking a call's arguments before the handler runs. */
@@ -26,6 +27,11 @@ export interface RegisteredTool {
   readonly needsApproval?: ((args: unknown) => boolean | Promise<boolean>) | undefined;
   /** Runs the tool with checked arguments; a throw becomes a ToolError with the error's message. */
   invoke(args: unknown, context: ToolContext): Promise<unknown>;
+  /**
+   * What `invoke` does, reading into a buffer the tool-call server lends (built-in tools only; see `BufferedRead`).
+   * Only the server calls it.
+   */
+  readonly bufferedRead?: BufferedRead | undefined;
 }
 
 /** A group of tools loaded on demand (e.g. one upstream MCP server), exposed as the submodule `tools.<name>`. */

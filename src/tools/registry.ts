@@ -1,4 +1,5 @@
 import { CodecallError } from '../core/errors.js';
+import { bufferedReadOf } from './buffered-read.js';
 import { checkToolDefinition } from './define-tool.js';
 import type { RegisteredTool } from './registered-tool.js';
 import { normaliseInputSchema, normaliseOutputSchema } from './schema.js';
@@ -45,6 +46,7 @@ export function registerTool(tool: Tool): RegisteredTool {
     module: undefined,
     checkArguments,
     needsApproval,
+    bufferedRead: bufferedReadOf(tool),
     invoke(args: unknown, context: ToolContext): Promise<unknown> {
       // Not an async function: on every call's hot path, that would add a promise and two ticks around the handler's.
       try {

@@ -1,4 +1,10 @@
-import { describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolvePythonInterpreter } from '../../src/sandbox/interpreter.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
 
@@ -72,5 +78,115 @@ with ThreadPoolExecutor(${threads}) as pool:
     const result = await codecall.execute(script(8));
     expect(result.error).toBeUndefined();
     expect(result.stdout).toBe(`${total}\n`);
+  });
+});
+
+describe('read_file through the channel (read into buffers the host lends and takes back)', () => {
+  let base: string;
+  let workspace: string;
+  const codecall = () =>
+    codecallWith({ workspace, builtinTools: ['files'], limits: { maxToolCalls: 10_000, timeoutMs: 120_000 } });
+
+  // Sizes around what `read_file` decodes at once (4 KiB), the buffer the host lends (256 KiB, asked for with one
+  // byte more than the file has) and the 1 MiB cap.
+  const FILE_SIZES = [0, 10, 4_096, 4_097, 100_000, 262_142, 262_143, 262_144, 300_000, 1_100_000];
+
+  beforeAll(() => {
+    base = mkdtempSync(join(tmpdir(), 'codecall-read-file-'));
+    // Readable by the unprivileged user a root host runs scripts as: the script reads the files itself to compare.
+    chmodSync(base, 0o755);
+    workspace = join(base, 'workspace');
+    mkdirSync(workspace, { mode: 0o755 });
+    for (const [index, size] of FILE_SIZES.entries()) {
+      const bytes = Buffer.from(textOf(size, index));
+      writeFileSync(join(workspace, `f${index}.txt`), bytes.subarray(0, size));
+    }
+    // Invalid UTF-8 past what is decoded at once: it is decoded on the host, each bad byte as U+FFFD.
+    writeFileSync(
+      join(workspace, 'invalid.txt'),
+      Buffer.concat([Buffer.from('a'.repeat(6_000)), Buffer.from([0xff, 0x0a])]),
+    );
+  });
+
+  afterAll(() => {
+    rmSync(base, { recursive: true, force: true });
+  });
+
+  it('gives every thread of eight the bytes of its own file', async () => {
+    const result = await codecall().execute(`
+from concurrent.futures import ThreadPoolExecutor
+from tools import read_file
+root = ${JSON.stringify(workspace)}
+names = ["f%d.txt" % index for index in range(${FILE_SIZES.length})] + ["invalid.txt"]
+expected = {}
+for name in names:
+    with open(root + "/" + name, encoding="utf-8", errors="replace", newline="") as handle:
+        expected[name] = handle.read()
+def check(job):
+    name = names[job % len(names)]
+    reply = read_file(path=name)
+    content = reply["content"]
+    if reply["truncated"]:
+        assert expected[name].startswith(content) and len(content) > 0, name
+    else:
+        assert content == expected[name], (name, len(content), len(expected[name]))
+    assert reply["path"] == name
+    return 1
+with ThreadPoolExecutor(8) as pool:
+    print(sum(pool.map(check, range(${(FILE_SIZES.length + 1) * 40}))))
+`);
+    expect(result.error).toBeUndefined();
+    expect(result.stdout).toBe(`${(FILE_SIZES.length + 1) * 40}\n`);
+  });
+
+  it('gives consistent replies while another process keeps changing the size of the file', async () => {
+    const python = await resolvePythonInterpreter('python3');
+    // Rewrites the file again and again, each time with lines of one letter and of another size (from empty to past
+    // the lent buffer), truncating it first.
+    const writer = spawn(
+      python.executable,
+      [
+        '-I',
+        '-S',
+        '-c',
+        `
+import os, sys
+path = sys.argv[1]
+versions = [(letter * 99 + "\\n").encode() * count for letter, count in (("a", 1), ("b", 60), ("c", 1600), ("d", 3000))]
+versions.append(b"")
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+print("writing", flush=True)
+while True:
+    for data in versions:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+`,
+        join(workspace, 'changing.txt'),
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      await once(writer.stdout, 'data');
+      const result = await codecall().execute(`
+from tools import read_file
+letters = set("abcd\\n")
+seen = set()
+for _ in range(600):
+    reply = read_file(path="changing.txt")
+    content = reply["content"]
+    assert set(content) <= letters, sorted(set(content) - letters)[:5]
+    lines = content.count("\\n") + (0 if content.endswith("\\n") or not content else 1)
+    assert reply["totalLines"] == lines, (reply["totalLines"], lines)
+    assert not reply["truncated"]
+    seen.add(len(content))
+print(len(seen) > 1)
+`);
+      expect(result.error).toBeUndefined();
+      expect(result.stdout).toBe('True\n');
+    } finally {
+      const exited = once(writer, 'exit');
+      writer.kill('SIGKILL');
+      await exited;
+    }
   });
 });

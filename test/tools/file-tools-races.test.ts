@@ -2,6 +2,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { bufferedReadOf, LENT_BUFFER_BYTES } from '../../src/tools/buffered-read.js';
 import { createFileTools } from '../../src/tools/builtin-files.js';
 import type { Tool } from '../../src/tools/types.js';
 import { type PathSwapper, startPathSwapper } from './path-swapper.js';
@@ -23,16 +24,27 @@ async function call(name: string, args: Record<string, unknown>): Promise<Record
   return (await tool.execute(args, createTestContext(name))) as Record<string, unknown>;
 }
 
+// read_file as the tool-call server runs it: into a buffer it lends (the same lent buffer each time, as it reuses
+// them), with the content as bytes beside the result.
+const lent = Buffer.alloc(LENT_BUFFER_BYTES);
+async function callBuffered(args: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const read = bufferedReadOf(tools.get('read_file') as Tool);
+  if (read === undefined) throw new Error('read_file has no buffered read');
+  const { value, key, bytes } = await read(args, createTestContext('read_file'), lent);
+  return bytes === undefined ? value : { ...value, [key]: bytes.toString('utf8') };
+}
+
 /** Calls the tool ATTEMPTS times; counts successes, refusals, and the results `leaked` says reached the outside. */
 async function race(
   name: string,
   args: (attempt: number) => Record<string, unknown>,
   leaked: (result: Record<string, unknown>) => boolean,
+  buffered = false,
 ): Promise<{ succeeded: number; refused: number; leaks: number }> {
   const counts = { succeeded: 0, refused: 0, leaks: 0 };
   for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
     try {
-      const result = await call(name, args(attempt));
+      const result = buffered ? await callBuffered(args(attempt)) : await call(name, args(attempt));
       if (leaked(result)) counts.leaks += 1;
       else counts.succeeded += 1;
     } catch {
@@ -72,6 +84,19 @@ describe('a directory swapped for a link to the outside while the tools run', ()
       'read_file',
       () => ({ path: 'dir/file.txt' }),
       (result) => String(result.content).includes('OUTSIDE'),
+    );
+    expect(counts.leaks).toBe(0);
+    expect(counts.succeeded).toBeGreaterThan(0);
+    expect(counts.refused).toBeGreaterThan(0);
+  });
+
+  it('read_file into a lent buffer never reads the outside file through the swapped middle component', async () => {
+    swapper = await startPathSwapper(path.join(workspace, 'dir'), path.join(workspace, 'link'));
+    const counts = await race(
+      'read_file',
+      () => ({ path: 'dir/file.txt' }),
+      (result) => String(result.content).includes('OUTSIDE'),
+      true,
     );
     expect(counts.leaks).toBe(0);
     expect(counts.succeeded).toBeGreaterThan(0);
@@ -146,7 +171,10 @@ describe('a file swapped for a link to an outside file while the tools run', () 
     await symlink(path.join(outside, 'file.txt'), path.join(workspace, 'dir', 'file-link.txt'));
   });
 
-  it('read_file never reads the outside file', async () => {
+  it.each([
+    ['', false],
+    [' into a lent buffer', true],
+  ])('read_file%s never reads the outside file', async (_way, buffered) => {
     swapper = await startPathSwapper(
       path.join(workspace, 'dir', 'file.txt'),
       path.join(workspace, 'dir', 'file-link.txt'),
@@ -155,6 +183,7 @@ describe('a file swapped for a link to an outside file while the tools run', () 
       'read_file',
       () => ({ path: 'dir/file.txt' }),
       (result) => String(result.content).includes('OUTSIDE'),
+      buffered,
     );
     expect(counts.leaks).toBe(0);
     expect(counts.succeeded).toBeGreaterThan(0);

@@ -1,9 +1,15 @@
-import { describe, expect, it, vi } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { CodecallError } from '../../src/core/errors.js';
+import { LENT_BUFFER_BYTES } from '../../src/tools/buffered-read.js';
+import { createFileTools } from '../../src/tools/builtin-files.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import type { RegisteredTool } from '../../src/tools/registered-tool.js';
 import { createToolRegistry, registerTool } from '../../src/tools/registry.js';
+import type { Tool } from '../../src/tools/types.js';
 import { createTestContext } from './test-context.js';
 
 const add = defineTool({
@@ -60,6 +66,36 @@ describe('registerTool', () => {
     const check = await registered.checkArguments({ a: 1, b: 2 });
     expect(check.ok).toBe(true);
     if (check.ok) await expect(registered.invoke(check.value, createTestContext('add'))).resolves.toBe(3);
+  });
+});
+
+describe("the built-in read_file's buffered read (the tool-call server's private path)", () => {
+  const workspace = mkdtempSync(join(tmpdir(), 'codecall-registry-'));
+  afterAll(() => rmSync(workspace, { recursive: true, force: true }));
+  writeFileSync(join(workspace, 'a.txt'), 'x'.repeat(10_000));
+  const readFile = () => createFileTools({ workspace }).find((tool) => tool.name === 'read_file') as Tool;
+
+  it('is registered with the tool as made, and does what its execute does', async () => {
+    const tool = readFile();
+    const registered = registerTool(tool);
+    expect(registered.bufferedRead).toBeTypeOf('function');
+    const lent = Buffer.alloc(LENT_BUFFER_BYTES, 0x2a);
+    const read = await registered.bufferedRead?.({ path: 'a.txt' }, createTestContext('read_file'), lent);
+    const plain = (await registered.invoke({ path: 'a.txt' }, createTestContext('read_file'))) as Record<
+      string,
+      unknown
+    >;
+    expect(read?.value.content).toBe('');
+    expect(read?.bytes?.buffer).toBe(lent.buffer);
+    expect({ ...read?.value, content: read?.bytes?.toString() }).toEqual({ ...plain });
+  });
+
+  it('is left out for a copy of the tool or one whose execute was replaced: their execute runs', () => {
+    const tool = readFile();
+    expect(registerTool({ ...tool, execute: async () => 'replaced' }).bufferedRead).toBeUndefined();
+    (tool as { execute: Tool['execute'] }).execute = async () => 'replaced';
+    expect(registerTool(tool).bufferedRead).toBeUndefined();
+    expect(registerTool(add).bufferedRead).toBeUndefined();
   });
 });
 
