@@ -132,6 +132,24 @@ _PR_SET_PDEATHSIG = 1
 _SIGKILL = 9
 
 
+def libc_function(name):
+    """A C function of the process (libc) returning an int, called through `_ctypes` without the `ctypes` package
+    (whose imports cost milliseconds). Raises when `_ctypes` or the function is missing."""
+    import _ctypes
+
+    class _Int(_ctypes._SimpleCData):
+        _type_ = "i"
+
+    class _Function(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL
+        _restype_ = _Int
+
+    class _Process:
+        _handle = _ctypes.dlopen(None, 0)
+
+    return _Function((name, _Process))
+
+
 def tie_to_host():
     """Isolation `none` on a host that is not root: dies with the host, as a sandbox dies with its pid namespace (a
     root host has no need: its watchdog kills everything of a run's own uid).
@@ -146,19 +164,7 @@ def tie_to_host():
         return
     posix.unsetenv(name)
     try:
-        import _ctypes
-
-        class _Int(_ctypes._SimpleCData):
-            _type_ = "i"
-
-        class _Function(_ctypes.CFuncPtr):
-            _flags_ = _ctypes.FUNCFLAG_CDECL
-            _restype_ = _Int
-
-        class _Process:
-            _handle = _ctypes.dlopen(None, 0)
-
-        _Function(("prctl", _Process))(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+        libc_function("prctl")(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
     except Exception:
         pass
     if posix.getppid() != int(value):

@@ -164,25 +164,13 @@ def _watch_files():
     if sys.platform != "linux":
         return
     try:
-        import _ctypes
-
-        class _Int(_ctypes._SimpleCData):
-            _type_ = "i"
-
-        class _Function(_ctypes.CFuncPtr):
-            _flags_ = _ctypes.FUNCFLAG_CDECL
-            _restype_ = _Int
-
-        class _Process:
-            _handle = _ctypes.dlopen(None, 0)
-
-        descriptor = _Function(("inotify_init1", _Process))(_WATCH_FLAGS)
+        descriptor = _boot.libc_function("inotify_init1")(_WATCH_FLAGS)
     except Exception:
         return
     if descriptor < 0:
         return
     try:
-        add_watch = _Function(("inotify_add_watch", _Process))
+        add_watch = _boot.libc_function("inotify_add_watch")
         folders = [b"."]
         artifacts = _boot.artifacts_directory()
         if artifacts:
