@@ -1,7 +1,8 @@
 // Bulk data through codecall, each figure next to its baseline measured in the same run: files read through the
 // built-in `read_file` next to plain Python reads of the same files, a large tool result next to a raw socketpair
 // reply, and a script printing many lines next to a bare interpreter printing the same. `run.js` adds these rows to
-// its table; `node bench/bulk-io.js` prints them alone (after `npm run build`).
+// its table; `node bench/bulk-io.js` prints them alone (after `npm run build`). BENCH_BULK=reads,small,large,print
+// (any of them, comma-separated) measures only those groups of rows; BENCH_ROUNDS sets the rounds (default 5).
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -148,11 +149,14 @@ function rawLargeReplyMilliseconds(executable, text) {
 
 const PRINT_SCRIPT = `line = "x" * ${PRINTED_LINE_BYTES - 1}\nfor _ in range(${PRINTED_LINES}):\n    print(line)\n`;
 
+/** The groups of rows, in the order they are measured. */
+export const BULK_GROUPS = ['reads', 'small', 'large', 'print'];
+
 /**
- * Measures the bulk rows; `rounds` scripts of each kind, alternating with their baselines. Resolves the rows as
- * `{ figure, unit, digits, value, baseline, baselineName }`.
+ * Measures the bulk rows; `rounds` scripts of each kind, alternating with their baselines; `groups` (of
+ * BULK_GROUPS) says which rows. Resolves the rows as `{ figure, unit, digits, value, baseline, baselineName }`.
  */
-export async function measureBulkIo({ stateDir, interpreter, rounds = 5, print = () => {} }) {
+export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups = BULK_GROUPS, print = () => {} }) {
   // Readable by the unprivileged user a root host runs scripts as: the script starts in the workspace and reads it.
   const workspace = mkdtempSync(join(tmpdir(), 'codecall-bulk-workspace-'));
   chmodSync(workspace, 0o755);
@@ -191,6 +195,17 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, print =
   };
   const rows = [];
   try {
+    if (groups.includes('reads')) await measureReads();
+    if (groups.includes('small')) await measureSmall();
+    if (groups.includes('large')) await measureLarge();
+    if (groups.includes('print')) await measurePrint();
+  } finally {
+    await codecall.close();
+    rmSync(workspace, { recursive: true, force: true });
+  }
+  return rows;
+
+  async function measureReads() {
     print('bulk reads…');
     const batch = { plain: [], tool: [], plainThreads: [], toolThreads: [] };
     for (let round = 0; round < rounds; round += 1) {
@@ -217,6 +232,9 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, print =
       baseline: rate(batch.plainThreads),
       baselineName: `plain Python reads, ${BATCH_THREADS} threads`,
     });
+  }
+
+  async function measureSmall() {
     const small = { read: [], echo: [] };
     for (let round = 0; round < rounds; round += 1) {
       const figures = JSON.parse(await run(SMALL_SCRIPT));
@@ -230,6 +248,9 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, print =
       baseline: median(small.echo),
       baselineName: 'echo tool call',
     });
+  }
+
+  async function measureLarge() {
     print('large results…');
     const large = [];
     const rawLarge = [];
@@ -244,6 +265,9 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, print =
       baseline: median(rawLarge),
       baselineName: 'raw socketpair reply, JSON.stringify + json.loads',
     });
+  }
+
+  async function measurePrint() {
     print('printing…');
     const printed = [];
     const bare = [];
@@ -281,11 +305,7 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, print =
       baseline: median(bare),
       baselineName: 'bare python -S printing the same to a pipe',
     });
-  } finally {
-    await codecall.close();
-    rmSync(workspace, { recursive: true, force: true });
   }
-  return rows;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
@@ -296,6 +316,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       stateDir,
       interpreter,
       rounds: Number(process.env.BENCH_ROUNDS ?? 5),
+      groups: process.env.BENCH_BULK?.split(',') ?? BULK_GROUPS,
       print: (text) => process.stderr.write(`${text}\n`),
     });
     for (const entry of rows) {
