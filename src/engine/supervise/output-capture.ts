@@ -1,5 +1,5 @@
-import { createWriteStream, type WriteStream } from 'node:fs';
 import { HEAD_SHARE } from '../../core/text-truncation.js';
+import { SavedOutputFile } from './saved-output-file.js';
 
 /** What a capture kept of a stream. */
 export interface CapturedOutput {
@@ -39,7 +39,7 @@ export class OutputCapture {
   #tail: Buffer[] = [];
   #tailBytes = 0;
   #totalBytes = 0;
-  #file: WriteStream | undefined;
+  #file: SavedOutputFile | undefined;
   #fileBytes = 0;
   #fileComplete = true;
 
@@ -84,12 +84,7 @@ export class OutputCapture {
     const truncated = this.#totalBytes > keptBytes || tail.length > this.#tailLimit;
     if (tail.length > this.#tailLimit) tail = tail.subarray(tail.length - this.#tailLimit);
     const file = this.#file;
-    if (file !== undefined) {
-      await new Promise<void>((resolve) => {
-        file.end(() => resolve());
-        file.once('error', () => resolve());
-      });
-    }
+    if (file !== undefined && !(await file.end())) this.#fileComplete = false;
     return {
       head,
       tail,
@@ -101,10 +96,7 @@ export class OutputCapture {
   }
 
   #openFile(path: string): void {
-    this.#file = createWriteStream(path, { mode: 0o600, flags: 'wx' });
-    this.#file.on('error', () => {
-      this.#fileComplete = false;
-    });
+    this.#file = new SavedOutputFile(path);
     // Everything printed so far is still in memory: the head and tail together cover it all.
     for (const piece of [...this.#head, ...this.#tail]) this.#writeFile(piece);
   }

@@ -1,0 +1,69 @@
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { OutputCapture } from '../../src/engine/supervise/output-capture.js';
+import { SavedOutputFile } from '../../src/engine/supervise/saved-output-file.js';
+
+let folder: string;
+beforeEach(() => {
+  folder = mkdtempSync(join(tmpdir(), 'codecall-saved-output-'));
+});
+afterEach(() => {
+  rmSync(folder, { recursive: true, force: true });
+});
+
+describe('a saved output file', () => {
+  it('holds every chunk in order, whether a chunk fills a batch, ends one or waits for the end', async () => {
+    const path = join(folder, 'stdout.txt');
+    const file = new SavedOutputFile(path, 8);
+    const chunks = ['abc', 'defgh', 'ij', '0123456789abcdef', 'k', 'lmnopqrs', 'tail'];
+    for (const chunk of chunks) file.write(Buffer.from(chunk));
+    expect(await file.end()).toBe(true);
+    expect(readFileSync(path, 'utf8')).toBe(chunks.join(''));
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+  });
+
+  it('is created empty when it ends before anything was written', async () => {
+    const path = join(folder, 'empty.txt');
+    expect(await new SavedOutputFile(path).end()).toBe(true);
+    expect(readFileSync(path, 'utf8')).toBe('');
+  });
+
+  it('says it is not complete, and leaves the path alone, when the path exists', async () => {
+    const path = join(folder, 'taken.txt');
+    writeFileSync(path, 'before');
+    const file = new SavedOutputFile(path, 1);
+    file.write(Buffer.from('after'));
+    expect(await file.end()).toBe(false);
+    expect(readFileSync(path, 'utf8')).toBe('before');
+  });
+
+  it('says it is not complete when its folder is missing', async () => {
+    const file = new SavedOutputFile(join(folder, 'missing', 'stdout.txt'));
+    file.write(Buffer.from('lost'));
+    expect(await file.end()).toBe(false);
+  });
+});
+
+describe('an output capture that outgrows its budget', () => {
+  it('saves the complete stream, fed in chunks of any size, up to its cap', async () => {
+    const text = Array.from({ length: 5_000 }, (_, index) => `line ${index}\n`).join('');
+    const bytes = Buffer.from(text);
+    const saved = join(folder, 'saved.txt');
+    const capped = join(folder, 'capped.txt');
+    const whole = new OutputCapture({ keepBytes: 1_000, fullOutputPath: saved });
+    const cut = new OutputCapture({ keepBytes: 1_000, fullOutputPath: capped, maxFullOutputBytes: 10_000 });
+    // Chunks of 1 byte to 70 kB, as pipe reads come.
+    for (let start = 0, size = 1; start < bytes.length; start += size, size = 1 + ((size * 7) % 70_000)) {
+      const chunk = bytes.subarray(start, start + size);
+      whole.push(chunk);
+      cut.push(chunk);
+    }
+    const [wholeOutput, cutOutput] = await Promise.all([whole.finish(), cut.finish()]);
+    expect(wholeOutput).toMatchObject({ truncated: true, fullOutputPath: saved, fullOutputComplete: true });
+    expect(readFileSync(saved, 'utf8')).toBe(text);
+    expect(cutOutput).toMatchObject({ truncated: true, fullOutputPath: capped, fullOutputComplete: false });
+    expect(readFileSync(capped, 'utf8')).toBe(text.slice(0, 10_000));
+  });
+});
