@@ -104,6 +104,41 @@ describe('codecall run', () => {
   });
 });
 
+describe('codecall run ends its process as soon as its work is over', () => {
+  /** Bytes the script prints: several times what a pipe holds, so part of it is still queued in the process. */
+  const PRINTED_BYTES = 700_000;
+
+  it('writes all of a result larger than a pipe holds before it exits, with the exit status', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'codecall-large-result-'));
+    writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ limits: { maxStdoutBytes: 2 * PRINTED_BYTES } }));
+    const printed = await codecall(['run', '-'], { cwd: folder, input: `print("x" * ${PRINTED_BYTES})` });
+    expect(printed.status).toBe(0);
+    expect(printed.stdout).toBe(`${'x'.repeat(PRINTED_BYTES)}\n`);
+    const failed = await codecall(['run', '-'], {
+      cwd: folder,
+      input: `print("x" * ${PRINTED_BYTES})\nraise SystemExit(3)`,
+    });
+    expect(failed.status).toBe(1);
+    expect(failed.stdout).toContain(`${'x'.repeat(PRINTED_BYTES)}\n`);
+    expect(failed.stdout).toContain('[status: error]');
+  });
+
+  it('leaves no run directory and no staging folder behind in the state folder', async () => {
+    const temporary = mkdtempSync(join(tmpdir(), 'codecall-left-behind-'));
+    const result = await runToCompletion(process.execPath, [bin, 'run', '-'], {
+      cwd: temporary,
+      env: { ...process.env, TMPDIR: temporary },
+      input: 'open("left.txt", "w").write("x")\nprint(1)',
+    });
+    expect(result).toMatchObject({ status: 0, stdout: '1\n' });
+    const [state, ...others] = readdirSync(temporary);
+    expect(others).toEqual([]);
+    const stateFolder = join(temporary, state ?? '');
+    expect(readdirSync(join(stateFolder, 'runs'))).toEqual([]);
+    expect(readdirSync(join(stateFolder, 'sandbox')).filter((name) => name.startsWith('stage-'))).toEqual([]);
+  });
+});
+
 describe('bad configuration exits 2 with one clear line', () => {
   it.each([
     [['run', '-', '--config', 'missing.json'], /^codecall: cannot read configuration file .*missing\.json/],
