@@ -8,6 +8,7 @@ import type { ArgumentCheck, RegisteredTool } from '../tools/registered-tool.js'
 import { type ApproveToolCall, askApproval, ToolCallDeniedError } from '../tools/tool-approval.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
 import type { ToolContext } from '../tools/types.js';
+import { type ChannelFrame, receiveFromChannel, writeToChannel } from './channel-end.js';
 import { LineSplitter } from './line-splitter.js';
 import {
   ChannelErrorCode,
@@ -226,8 +227,8 @@ export class ToolCallServer {
           ),
       },
     );
-    options.socket.on('data', (chunk: Buffer) => {
-      if (!this.#ended) this.#splitter.push(chunk);
+    receiveFromChannel(options.socket, (bytes, length) => {
+      if (!this.#ended) this.#splitter.push(bytes, length);
     });
     // The script may close its end or die at any time; errors on the socket are the end of the channel, not a crash.
     options.socket.on('error', () => {});
@@ -655,26 +656,17 @@ export class ToolCallServer {
   }
 
   /**
-   * Writes a frame, or a frame and the raw bytes that follow it (in one write to the socket). `written` is called
-   * once the socket no longer refers to them: when their write calls back (done, failed or dropped with the socket),
-   * or at once when nothing is written.
+   * Writes a frame, or a frame and the raw bytes that follow it (see `writeToChannel`). `written` is called once the
+   * socket no longer refers to them: after a complete direct write, when their stream write calls back (done, failed
+   * or dropped with the socket), or at once when nothing is written.
    */
-  #reply(frame: string | readonly (string | Buffer)[], written?: (() => void) | undefined): void {
+  #reply(frame: ChannelFrame, written?: (() => void) | undefined): void {
     const socket = this.#options.socket;
     if (this.#ended || socket.destroyed || !socket.writable) {
       written?.();
       return;
     }
-    if (typeof frame === 'string') {
-      socket.write(frame, written);
-    } else {
-      socket.cork();
-      const last = frame.length - 1;
-      for (let index = 0; index <= last; index += 1) {
-        socket.write(frame[index] as string | Buffer, index === last ? written : undefined);
-      }
-      socket.uncork();
-    }
+    writeToChannel(socket, frame, written);
     if (socket.writableLength > MAX_UNREAD_REPLY_BYTES) {
       this.#options.onAbuse?.(
         'tool_calls',
