@@ -40,7 +40,10 @@ export interface ToolCallServerOptions {
   readonly socket: Duplex;
   readonly tools: ToolLookup;
   readonly runId: string;
-  /** The host-only folder where tools save files for the caller, or how to find the running run's or cell's. */
+  /**
+   * The host-only folder where tools save files for the caller, or how to find the running run's or cell's (asked when a
+   * call's tool first reads `context.artifactsDir`).
+   */
   readonly artifactsDir: string | (() => string);
   readonly maxToolCalls: number;
   readonly toolCallTimeoutMs: number;
@@ -137,24 +140,34 @@ interface ActiveCall {
 const RUN_ENDED = 'the run has ended';
 const CALL_TIMED_OUT = 'tool call timed out';
 
-/** The context handed to a handler; its signal is made on first use. */
+/** The context handed to a handler; its signal and its artifacts folder are made on first use. */
 class CallContext implements ToolContext {
   readonly #call: ActiveCall;
+  readonly #artifactsDir: string | (() => string);
+  #folder: string | undefined;
   readonly runId: string;
   readonly toolName: string;
-  readonly artifactsDir: string;
 
-  constructor(call: ActiveCall, runId: string, artifactsDir: string) {
+  constructor(call: ActiveCall, runId: string, artifactsDir: string | (() => string)) {
     this.#call = call;
+    this.#artifactsDir = artifactsDir;
     this.runId = runId;
     this.toolName = call.tool.descriptor.name;
-    this.artifactsDir = artifactsDir;
   }
 
   get signal(): AbortSignal {
     if (this.#call.done) return AbortSignal.abort(new Error(RUN_ENDED));
     this.#call.controller ??= new AbortController();
     return this.#call.controller.signal;
+  }
+
+  // Looked up when a tool first asks, not per call: most tools never save files.
+  get artifactsDir(): string {
+    if (this.#folder === undefined) {
+      const artifactsDir = this.#artifactsDir;
+      this.#folder = typeof artifactsDir === 'function' ? artifactsDir() : artifactsDir;
+    }
+    return this.#folder;
   }
 }
 
@@ -444,9 +457,7 @@ export class ToolCallServer {
       this.#refuseArguments(call, checked.message);
       return;
     }
-    const { artifactsDir } = this.#options;
-    const folder = typeof artifactsDir === 'function' ? artifactsDir() : artifactsDir;
-    const context = new CallContext(call, this.#options.runId, folder);
+    const context = new CallContext(call, this.#options.runId, this.#options.artifactsDir);
     if (call.tool.needsApproval !== undefined) {
       void this.#approveThenRun(call, checked.value, context);
       return;
