@@ -37,13 +37,18 @@ export class LineSplitter {
     this.#handlers = handlers;
   }
 
-  /** Feeds the next chunk of the stream. */
-  push(chunk: Buffer): void {
+  /**
+   * Feeds the next chunk of the stream: `chunk[0, end)`. The splitter keeps no reference to `chunk` (it copies what it
+   * keeps of a frame not complete yet), so the caller may reuse it at once.
+   */
+  push(buffer: Buffer, end: number = buffer.length): void {
+    // One view per read, so that the search for newlines stops at its end (not in old bytes of a reused buffer).
+    const chunk = end === buffer.length ? buffer : buffer.subarray(0, end);
     let start = 0;
     for (;;) {
       const newline = chunk.indexOf(10, start);
       if (newline === -1) {
-        this.#keep(chunk, start, chunk.length);
+        this.#keep(chunk, start, end);
         return;
       }
       if (this.#discarding) {
@@ -81,7 +86,8 @@ export class LineSplitter {
       this.#handlers.oversized(this.#maxFrameBytes);
       return;
     }
-    this.#partial.push(chunk.subarray(start, end));
+    // A copy: the chunk may be a read buffer that the next read overwrites.
+    this.#partial.push(Buffer.from(chunk.subarray(start, end)));
   }
 
   #reset(): void {

@@ -8,6 +8,7 @@ import type { ArgumentCheck, RegisteredTool } from '../tools/registered-tool.js'
 import { type ApproveToolCall, askApproval, ToolCallDeniedError } from '../tools/tool-approval.js';
 import { describeThrownValue, serializeToolResult } from '../tools/tool-result.js';
 import type { ToolContext } from '../tools/types.js';
+import { type ChannelFrame, receiveFromChannel, writeToChannel } from './channel-end.js';
 import { LineSplitter } from './line-splitter.js';
 import {
   ChannelErrorCode,
@@ -39,7 +40,10 @@ export interface ToolCallServerOptions {
   readonly socket: Duplex;
   readonly tools: ToolLookup;
   readonly runId: string;
-  /** The host-only folder where tools save files for the caller, or how to find the running run's or cell's. */
+  /**
+   * The host-only folder where tools save files for the caller, or how to find the running run's or cell's (asked when a
+   * call's tool first reads `context.artifactsDir`).
+   */
   readonly artifactsDir: string | (() => string);
   readonly maxToolCalls: number;
   readonly toolCallTimeoutMs: number;
@@ -136,24 +140,34 @@ interface ActiveCall {
 const RUN_ENDED = 'the run has ended';
 const CALL_TIMED_OUT = 'tool call timed out';
 
-/** The context handed to a handler; its signal is made on first use. */
+/** The context handed to a handler; its signal and its artifacts folder are made on first use. */
 class CallContext implements ToolContext {
   readonly #call: ActiveCall;
+  readonly #artifactsDir: string | (() => string);
+  #folder: string | undefined;
   readonly runId: string;
   readonly toolName: string;
-  readonly artifactsDir: string;
 
-  constructor(call: ActiveCall, runId: string, artifactsDir: string) {
+  constructor(call: ActiveCall, runId: string, artifactsDir: string | (() => string)) {
     this.#call = call;
+    this.#artifactsDir = artifactsDir;
     this.runId = runId;
     this.toolName = call.tool.descriptor.name;
-    this.artifactsDir = artifactsDir;
   }
 
   get signal(): AbortSignal {
     if (this.#call.done) return AbortSignal.abort(new Error(RUN_ENDED));
     this.#call.controller ??= new AbortController();
     return this.#call.controller.signal;
+  }
+
+  // Looked up when a tool first asks, not per call: most tools never save files.
+  get artifactsDir(): string {
+    if (this.#folder === undefined) {
+      const artifactsDir = this.#artifactsDir;
+      this.#folder = typeof artifactsDir === 'function' ? artifactsDir() : artifactsDir;
+    }
+    return this.#folder;
   }
 }
 
@@ -226,8 +240,8 @@ export class ToolCallServer {
           ),
       },
     );
-    options.socket.on('data', (chunk: Buffer) => {
-      if (!this.#ended) this.#splitter.push(chunk);
+    receiveFromChannel(options.socket, (bytes, length) => {
+      if (!this.#ended) this.#splitter.push(bytes, length);
     });
     // The script may close its end or die at any time; errors on the socket are the end of the channel, not a crash.
     options.socket.on('error', () => {});
@@ -443,9 +457,7 @@ export class ToolCallServer {
       this.#refuseArguments(call, checked.message);
       return;
     }
-    const { artifactsDir } = this.#options;
-    const folder = typeof artifactsDir === 'function' ? artifactsDir() : artifactsDir;
-    const context = new CallContext(call, this.#options.runId, folder);
+    const context = new CallContext(call, this.#options.runId, this.#options.artifactsDir);
     if (call.tool.needsApproval !== undefined) {
       void this.#approveThenRun(call, checked.value, context);
       return;
@@ -655,26 +667,17 @@ export class ToolCallServer {
   }
 
   /**
-   * Writes a frame, or a frame and the raw bytes that follow it (in one write to the socket). `written` is called
-   * once the socket no longer refers to them: when their write calls back (done, failed or dropped with the socket),
-   * or at once when nothing is written.
+   * Writes a frame, or a frame and the raw bytes that follow it (see `writeToChannel`). `written` is called once the
+   * socket no longer refers to them: after a complete direct write, when their stream write calls back (done, failed
+   * or dropped with the socket), or at once when nothing is written.
    */
-  #reply(frame: string | readonly (string | Buffer)[], written?: (() => void) | undefined): void {
+  #reply(frame: ChannelFrame, written?: (() => void) | undefined): void {
     const socket = this.#options.socket;
     if (this.#ended || socket.destroyed || !socket.writable) {
       written?.();
       return;
     }
-    if (typeof frame === 'string') {
-      socket.write(frame, written);
-    } else {
-      socket.cork();
-      const last = frame.length - 1;
-      for (let index = 0; index <= last; index += 1) {
-        socket.write(frame[index] as string | Buffer, index === last ? written : undefined);
-      }
-      socket.uncork();
-    }
+    writeToChannel(socket, frame, written);
     if (socket.writableLength > MAX_UNREAD_REPLY_BYTES) {
       this.#options.onAbuse?.(
         'tool_calls',

@@ -2,7 +2,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect as connectSocket, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Duplex } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openDirectChannel } from '../../src/rpc/channel-end.js';
 import { RAW_TEXT_FIELD } from '../../src/rpc/protocol.js';
 import { ToolCallServer } from '../../src/rpc/tool-call-server.js';
 import { LENT_BUFFER_BYTES } from '../../src/tools/buffered-read.js';
@@ -85,15 +87,23 @@ function parseReplies(bytes: Buffer): { replies: Reply[]; rest: Buffer } {
   return { replies, rest };
 }
 
-/** A tool-call server with the file tools on the host end of a real Unix socket, and the script's end. */
-async function connect(onCallEnd: () => void): Promise<{ host: Socket; script: Socket; toolServer: ToolCallServer }> {
+/**
+ * A tool-call server with the file tools on the host end of a real Unix socket (as a stream, or as the direct channel
+ * a run's interpreter gets), and the script's end.
+ */
+async function connect(
+  direct: boolean,
+  onCallEnd: () => void,
+): Promise<{ host: Duplex; script: Socket; toolServer: ToolCallServer }> {
   const registry = createToolRegistry(createFileTools({ workspace }).map((tool) => registerTool(tool)));
   const listening = createServer();
   server = listening;
   const accepted = new Promise<Socket>((resolve) => listening.once('connection', resolve));
   await new Promise<void>((resolve) => listening.listen(socketPath, resolve));
   const script = connectSocket(socketPath);
-  const host = await accepted;
+  const socket = await accepted;
+  const host = direct ? openDirectChannel(socket) : socket;
+  if (direct) expect(host, 'the socket was opened as a direct channel').not.toBe(socket);
   const toolServer = new ToolCallServer({
     socket: host,
     tools: registry,
@@ -126,7 +136,10 @@ function readReplies(script: Socket, count: number): Promise<Reply[]> {
   });
 }
 
-describe("read_file's buffers lent by the tool-call server", () => {
+describe.each([
+  ['a stream socket', false],
+  ['a direct channel (write(2) first, a partial write queues the rest)', true],
+])("read_file's buffers lent by the tool-call server on %s", (_name, direct) => {
   it('are not lent again while the replies holding their bytes still wait to be written', async () => {
     expect(FILE_BYTES + 1).toBeLessThanOrEqual(LENT_BUFFER_BYTES);
     let ended = 0;
@@ -134,7 +147,7 @@ describe("read_file's buffers lent by the tool-call server", () => {
     const everyCallEnded = new Promise<void>((resolve) => {
       allEnded = resolve;
     });
-    const { host, script } = await connect(() => {
+    const { host, script } = await connect(direct, () => {
       ended += 1;
       if (ended === FILES * 2) allEnded();
     });

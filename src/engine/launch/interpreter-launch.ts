@@ -7,6 +7,7 @@ import { CodecallError } from '../../core/errors.js';
 import { BootVariable, CHANNEL_FILE_DESCRIPTOR, FIRST_INHERITED_FILE_DESCRIPTOR } from '../../core/launch-layout.js';
 import type { Limits } from '../../core/limits.js';
 import type { WorkspaceMount } from '../../core/workspace-mount.js';
+import { openDirectChannel } from '../../rpc/channel-end.js';
 import type { ToolLookup } from '../../rpc/tool-call-server.js';
 import { buildScriptEnvironment } from '../../sandbox/environment.js';
 import type { PythonInterpreter } from '../../sandbox/interpreter.js';
@@ -249,7 +250,8 @@ async function spawnPrepared(
     throw spawnError(plan.command, 'error' in failure ? failure.error : undefined);
   }
   trackProcessGroup(pid);
-  const channel = child.stdio[CHANNEL_FILE_DESCRIPTOR] as Duplex;
+  // Calls are read into one reused buffer and replies written straight to the descriptor (see openDirectChannel).
+  const channel = openDirectChannel(child.stdio[CHANNEL_FILE_DESCRIPTOR] as Duplex);
   // The script may close its end or die at any time: errors on the pipes are the end of the stream, not a crash.
   channel.on('error', () => {});
   child.stdin?.on('error', () => {});
@@ -268,7 +270,7 @@ async function spawnPrepared(
     } catch (error) {
       await killAll();
       forgetProcessGroup(pid);
-      destroyStreams(child);
+      destroyStreams(child, channel);
       throw error;
     }
   }
@@ -318,7 +320,7 @@ async function spawnPrepared(
         // Gone for good before the release settles (close() waits for it), not merely sent a signal.
         await settledWithin(exited, EXIT_WAIT_MS);
         forgetProcessGroup(pid);
-        destroyStreams(child);
+        destroyStreams(child, channel);
         if (detached !== directory.root) await removeRunDirectory(detached);
         await containment?.dispose?.();
       })();
@@ -337,7 +339,8 @@ export function settledWithin(promise: Promise<unknown>, milliseconds: number): 
   return Promise.race([promise.catch(() => undefined), timeout]).finally(() => clearTimeout(timer));
 }
 
-function destroyStreams(child: ChildProcess): void {
+function destroyStreams(child: ChildProcess, channel: Duplex): void {
+  channel.destroy();
   for (const stream of child.stdio) stream?.destroy();
 }
 

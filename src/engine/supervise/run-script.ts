@@ -2,6 +2,7 @@ import { CodecallAbortError } from '../../core/errors.js';
 import type { LimitReason } from '../../core/isolation.js';
 import type { Limits } from '../../core/limits.js';
 import type { ExecuteResult } from '../../core/result.js';
+import { writeToChannel } from '../../rpc/channel-end.js';
 import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import { type LaunchedInterpreter, launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
 import { createRunId } from '../launch/run-directory.js';
@@ -71,7 +72,7 @@ export async function runPooledScript(
   }
   // The script first: the interpreter takes a while to wake up, and its supervision is set up meanwhile, in this same
   // tick, before any of its output or calls can be read.
-  launched.channel.write(runFrame(code));
+  writeToChannel(launched.channel, runFrame(code));
   return superviseRun(environment, launched, options, startedAt);
 }
 

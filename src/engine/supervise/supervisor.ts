@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { IsolationLevel, LimitReason } from '../../core/isolation.js';
 import type { Limits } from '../../core/limits.js';
+import { writeToChannel } from '../../rpc/channel-end.js';
 import {
   ARTIFACT_NOTIFICATION,
   CELL_DONE_NOTIFICATION,
@@ -269,7 +270,7 @@ export class Supervisor {
     const { limits } = options;
     // The code first: the interpreter takes a while to wake up, and everything below is set up in this same tick,
     // before any of its output or calls can be read.
-    if (options.handOver !== undefined) process.channel.write(options.handOver);
+    if (options.handOver !== undefined) writeToChannel(process.channel, options.handOver);
     process.holdEventLoop(true);
     let resolveEnd!: (end: End) => void;
     const ended = new Promise<End>((resolve) => {

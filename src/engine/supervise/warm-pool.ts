@@ -1,6 +1,7 @@
 import { CodecallError } from '../../core/errors.js';
 import type { Limits } from '../../core/limits.js';
 import { checkKnownKeys, knownKeys } from '../../core/option-checks.js';
+import { receiveFromChannel } from '../../rpc/channel-end.js';
 import { READY_NOTIFICATION } from '../../rpc/protocol.js';
 import type { LaunchedInterpreter, RunEnvironment } from '../launch/interpreter-launch.js';
 
@@ -200,8 +201,8 @@ export class WarmPool {
   #watch(entry: PoolEntry, launched: LaunchedInterpreter): void {
     launched.holdEventLoop(false);
     let received = '';
-    const onData = (chunk: Buffer) => {
-      received += chunk.toString('utf8');
+    const onData = (bytes: Buffer, length: number) => {
+      received += bytes.toString('utf8', 0, length);
       const newline = received.indexOf('\n');
       if (newline === -1) return;
       try {
@@ -215,14 +216,19 @@ export class WarmPool {
       }
       stopWatching();
     };
+    let stopReceiving: (() => void) | undefined;
+    let stopped = false;
     const stopWatching = () => {
-      launched.channel.off('data', onData);
+      stopped = true;
+      stopReceiving?.();
       // Nothing else arrives before `$run`; paused, the channel keeps whatever does for the run's server.
       launched.channel.pause();
       entry.stopWatching = undefined;
     };
     entry.stopWatching = stopWatching;
-    launched.channel.on('data', onData);
+    stopReceiving = receiveFromChannel(launched.channel, onData);
+    // Bytes read before this watch began are handed over at once, and may have ended it already.
+    if (stopped) stopReceiving();
     void launched.exited.then(() => {
       if (entry.taken || !this.#entries.has(entry)) return;
       this.#entries.delete(entry);
