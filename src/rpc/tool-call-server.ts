@@ -135,6 +135,13 @@ interface ActiveCall {
   /** When it started (`performance.now()` ms). */
   startedAt: number;
   done: boolean;
+  /** The server's {@link RunEpoch} value when the call came: the run or cell it belongs to. */
+  readonly epoch: number;
+}
+
+/** Counts the ends of runs and cells on one channel, so a call can tell whether its own run or cell is over. */
+interface RunEpoch {
+  value: number;
 }
 
 const RUN_ENDED = 'the run has ended';
@@ -144,13 +151,15 @@ const CALL_TIMED_OUT = 'tool call timed out';
 class CallContext implements ToolContext {
   readonly #call: ActiveCall;
   readonly #artifactsDir: string | (() => string);
+  readonly #epoch: RunEpoch;
   #folder: string | undefined;
   readonly runId: string;
   readonly toolName: string;
 
-  constructor(call: ActiveCall, runId: string, artifactsDir: string | (() => string)) {
+  constructor(call: ActiveCall, runId: string, artifactsDir: string | (() => string), epoch: RunEpoch) {
     this.#call = call;
     this.#artifactsDir = artifactsDir;
+    this.#epoch = epoch;
     this.runId = runId;
     this.toolName = call.tool.descriptor.name;
   }
@@ -161,9 +170,13 @@ class CallContext implements ToolContext {
     return this.#call.controller.signal;
   }
 
-  // Looked up when a tool first asks, not per call: most tools never save files.
+  // Looked up when a tool first asks, not per call: most tools never save files. Once the call's run or cell is over,
+  // the folder the lookup would give is another cell's (or none): a tool asking that late gets an error instead.
   get artifactsDir(): string {
     if (this.#folder === undefined) {
+      if (this.#call.epoch !== this.#epoch.value) {
+        throw new Error(`${this.toolName}: ${RUN_ENDED}; its artifacts folder is no longer open`);
+      }
       const artifactsDir = this.#artifactsDir;
       this.#folder = typeof artifactsDir === 'function' ? artifactsDir() : artifactsDir;
     }
@@ -199,6 +212,8 @@ export class ToolCallServer {
       );
     }
   };
+  /** Bumped when a run or cell ends (calls refused or the channel ended): see {@link CallContext.artifactsDir}. */
+  readonly #epoch: RunEpoch = { value: 0 };
   #budget: ToolCallBudget;
   #accepted = 0;
   #refused = 0;
@@ -282,6 +297,7 @@ export class ToolCallServer {
   refuseCalls(message: string): void {
     if (this.#ended) return;
     this.#refusal = message;
+    this.#epoch.value += 1;
     const calls = [...this.#inFlight.values()];
     this.#inFlight.clear();
     this.#queue.length = 0;
@@ -302,6 +318,7 @@ export class ToolCallServer {
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#epoch.value += 1;
     clearTimeout(this.#timeoutTimer);
     for (const call of this.#inFlight.values()) {
       if (call.done) continue;
@@ -394,6 +411,7 @@ export class ToolCallServer {
       deadline: undefined,
       startedAt: 0,
       done: false,
+      epoch: this.#epoch.value,
     };
     const running = this.#inFlight.size - this.#queue.length;
     this.#inFlight.set(id, call);
@@ -457,7 +475,7 @@ export class ToolCallServer {
       this.#refuseArguments(call, checked.message);
       return;
     }
-    const context = new CallContext(call, this.#options.runId, this.#options.artifactsDir);
+    const context = new CallContext(call, this.#options.runId, this.#options.artifactsDir, this.#epoch);
     if (call.tool.needsApproval !== undefined) {
       void this.#approveThenRun(call, checked.value, context);
       return;

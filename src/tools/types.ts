@@ -34,7 +34,10 @@ export interface ToolContext {
   readonly runId: string;
   /** Name of the tool being called (its wire name). */
   readonly toolName: string;
-  /** Directory where the call may save files (images, downloads) that should reach the caller as artifacts. */
+  /**
+   * Directory where the call may save files (images, downloads) that should reach the caller as artifacts. Read it
+   * while the call runs: first read after the call's run or session cell has ended, it throws (that folder is closed).
+   */
   readonly artifactsDir: string;
 }
 

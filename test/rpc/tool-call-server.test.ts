@@ -705,6 +705,27 @@ describe('ending the channel', () => {
     expect(await script.next()).toEqual({ id: 3, result: 2 });
   });
 
+  it('gives a call the artifacts folder of its own cell, and an error when first asked after that cell ended', async () => {
+    const gated = createGatedTool();
+    let cell = 1;
+    const { script, server } = startServer([gated.tool], { artifactsDir: () => `/artifacts/cell-${cell}` });
+    script.call(1, 'gated', {});
+    script.call(2, 'gated', {});
+    await gated.started(2);
+    const early = callAt(gated.calls, 0);
+    const late = callAt(gated.calls, 1);
+    expect(early.context.artifactsDir).toBe('/artifacts/cell-1');
+    server.refuseCalls('the cell has ended');
+    cell = 2;
+    server.startBudget({ maxToolCalls: 10, toolCallTimeoutMs: 10_000, maxConcurrentToolCalls: 8 });
+    expect(early.context.artifactsDir).toBe('/artifacts/cell-1');
+    // Looked up now, it would be the next cell's folder.
+    expect(() => late.context.artifactsDir).toThrow('gated: the run has ended; its artifacts folder is no longer open');
+    script.call(3, 'gated', {});
+    await gated.started(3);
+    expect(callAt(gated.calls, 2).context.artifactsDir).toBe('/artifacts/cell-2');
+  });
+
   it('on end() aborts calls in flight, writes no late result, closes the channel and ignores later frames', async () => {
     const gated = createGatedTool();
     const add = createAdd();
