@@ -5,9 +5,14 @@ import type { Duplex } from 'node:stream';
 /** Bytes one read of a direct channel takes from the kernel, into the one buffer every read reuses. */
 export const DIRECT_READ_BUFFER_BYTES = 64 * 1024;
 
+// One read buffer for every direct channel of the process: each read is handed to its receiver before the next read
+// can start (both run on the one JavaScript thread), and receivers copy what they keep, so a buffer per channel would
+// only add its pages to the memory every concurrent run holds.
+let sharedReadBuffer: Buffer | undefined;
+
 /**
- * Receives the bytes of one read: `bytes[0, length)`. On a direct channel `bytes` is the channel's reused read buffer,
- * valid only during the call: whatever the receiver keeps for later, it copies.
+ * Receives the bytes of one read: `bytes[0, length)`. On a direct channel `bytes` is the read buffer all direct channels
+ * share, valid only during the call (and only up to `length`): whatever the receiver keeps for later, it copies.
  */
 export type ChannelReceiver = (bytes: Buffer, length: number) => void;
 
@@ -57,7 +62,7 @@ function handleOf(stream: Duplex): StreamHandle | undefined {
 
 /**
  * Moves the handle of a freshly made socket (e.g. a child's `'pipe'` stdio slot, before anything was read from it)
- * into a socket that reads with `onread` into one reused buffer and hands each read straight to its receiver: no
+ * into a socket that reads with `onread` into the one shared read buffer and hands each read straight to its receiver: no
  * Buffer, no stream events and no ticks per read. The old socket is left without a handle and is destroyed when the
  * new one closes (so a child process still sees its stdio close). Any other stream (no handle, or data already read)
  * is returned as it is. Read it with {@link receiveFromChannel}, write it with {@link writeToChannel}.
@@ -78,7 +83,7 @@ export function openDirectChannel(stream: Duplex): Duplex {
   const options: DirectSocketOptions = {
     handle,
     onread: {
-      buffer: Buffer.allocUnsafeSlow(DIRECT_READ_BUFFER_BYTES),
+      buffer: (sharedReadBuffer ??= Buffer.allocUnsafeSlow(DIRECT_READ_BUFFER_BYTES)),
       callback: (length, buffer) => reader.deliver(length, buffer),
     },
   };

@@ -121,6 +121,29 @@ describe('a direct channel reads', () => {
     expect(collected.lines).toEqual(['{"first":"aaaaaaaaaabbbbbbbbbb"}', '{"second":2}']);
   });
 
+  it('frames of two channels split across reads, each whole, though both channels read into the same buffer', async () => {
+    const one = await openPair();
+    const firstServer = server;
+    const two = await openPair();
+    try {
+      const first = collectLines(one.channel);
+      const second = collectLines(two.channel);
+      one.script.write('{"run":"one","text":"aaaa');
+      await waitFor(() => first.reads.length === 1);
+      two.script.write('{"run":"two","text":"bbbb');
+      await waitFor(() => second.reads.length === 1);
+      one.script.write('cccc"}\n');
+      two.script.write('dddd"}\n');
+      await first.next(1);
+      await second.next(1);
+      expect(first.lines).toEqual(['{"run":"one","text":"aaaacccc"}']);
+      expect(second.lines).toEqual(['{"run":"two","text":"bbbbdddd"}']);
+    } finally {
+      // Closes once afterEach has destroyed the pair's sockets.
+      firstServer?.close();
+    }
+  });
+
   it('many frames of one read, in order', async () => {
     const { channel, script } = await openPair();
     const collected = collectLines(channel);
