@@ -79,11 +79,13 @@ export function openDirectChannel(stream: Duplex): Duplex {
   const handle = handleOf(stream);
   if (handle === undefined || typeof handle.useUserBuffer !== 'function') return stream;
   const reader = new DirectReader();
+  sharedReadBuffer ??= Buffer.allocUnsafeSlow(DIRECT_READ_BUFFER_BYTES);
+  const buffer = sharedReadBuffer;
   (stream as unknown as { _handle: StreamHandle | null })._handle = null;
   const options: DirectSocketOptions = {
     handle,
     onread: {
-      buffer: (sharedReadBuffer ??= Buffer.allocUnsafeSlow(DIRECT_READ_BUFFER_BYTES)),
+      buffer,
       callback: (length, buffer) => reader.deliver(length, buffer),
     },
   };
