@@ -1,6 +1,6 @@
 import { writeSync, writevSync } from 'node:fs';
 import { Socket, type SocketConstructorOpts } from 'node:net';
-import type { Duplex, Readable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 
 /** Bytes one read of a direct channel takes from the kernel, into the one buffer every read reuses. */
 export const DIRECT_READ_BUFFER_BYTES = 64 * 1024;
@@ -54,7 +54,7 @@ class DirectReader {
 }
 
 /** The sockets {@link openDirectChannel} made, with their readers. */
-const directReaders = new WeakMap<Readable, DirectReader>();
+const directReaders = new WeakMap<Duplex, DirectReader>();
 
 function handleOf(stream: Duplex): StreamHandle | undefined {
   return ((stream as unknown as { _handle?: StreamHandle | null })._handle ?? undefined) as StreamHandle | undefined;
@@ -100,7 +100,7 @@ export function openDirectChannel(stream: Duplex): Duplex {
  * starts reading at once unless it was paused (as a `'data'` listener would); any other stream gets a `'data'`
  * listener. One receiver at a time on a direct channel.
  */
-export function receiveFromChannel(stream: Readable, receiver: ChannelReceiver): () => void {
+export function receiveFromChannel(stream: Duplex, receiver: ChannelReceiver): () => void {
   const reader = directReaders.get(stream);
   if (reader === undefined) {
     const onData = (chunk: Buffer): void => receiver(chunk, chunk.length);

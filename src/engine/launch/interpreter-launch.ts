@@ -252,11 +252,8 @@ async function spawnPrepared(
   trackProcessGroup(pid);
   // Calls are read into one reused buffer and replies written straight to the descriptor (see openDirectChannel).
   const channel = openDirectChannel(child.stdio[CHANNEL_FILE_DESCRIPTOR] as Duplex);
-  // stdout and stderr the same way: a script printing megabytes costs the host no fresh memory per read.
-  const stdout = openDirectChannel(child.stdout as Duplex);
-  const stderr = openDirectChannel(child.stderr as Duplex);
   // The script may close its end or die at any time: errors on the pipes are the end of the stream, not a crash.
-  for (const stream of [channel, stdout, stderr]) stream.on('error', () => {});
+  channel.on('error', () => {});
   child.stdin?.on('error', () => {});
   let killedAfterExit = false;
   const killAll = async (): Promise<void> => {
@@ -273,7 +270,7 @@ async function spawnPrepared(
     } catch (error) {
       await killAll();
       forgetProcessGroup(pid);
-      destroyStreams(child, [channel, stdout, stderr]);
+      destroyStreams(child, channel);
       throw error;
     }
   }
@@ -288,8 +285,8 @@ async function spawnPrepared(
     child,
     pid,
     channel,
-    stdout,
-    stderr,
+    stdout: child.stdout as Readable,
+    stderr: child.stderr as Readable,
     outputNonce,
     stdin: child.stdin ?? undefined,
     containment,
@@ -300,7 +297,7 @@ async function spawnPrepared(
     signal: (signal) => signalProcessGroup(pid, signal),
     killAll,
     holdEventLoop(hold) {
-      for (const handle of [child, stdout, stderr, channel, child.stdin]) {
+      for (const handle of [child, child.stdout, child.stderr, channel, child.stdin]) {
         const target = handle as { ref?: () => void; unref?: () => void } | null;
         if (hold) target?.ref?.();
         else target?.unref?.();
@@ -323,7 +320,7 @@ async function spawnPrepared(
         // Gone for good before the release settles (close() waits for it), not merely sent a signal.
         await settledWithin(exited, EXIT_WAIT_MS);
         forgetProcessGroup(pid);
-        destroyStreams(child, [channel, stdout, stderr]);
+        destroyStreams(child, channel);
         if (detached !== directory.root) await removeRunDirectory(detached);
         await containment?.dispose?.();
       })();
@@ -342,8 +339,8 @@ export function settledWithin(promise: Promise<unknown>, milliseconds: number): 
   return Promise.race([promise.catch(() => undefined), timeout]).finally(() => clearTimeout(timer));
 }
 
-function destroyStreams(child: ChildProcess, direct: readonly Duplex[]): void {
-  for (const stream of direct) stream.destroy();
+function destroyStreams(child: ChildProcess, channel: Duplex): void {
+  channel.destroy();
   for (const stream of child.stdio) stream?.destroy();
 }
 
