@@ -52,9 +52,16 @@ async function openPair(): Promise<{ channel: Duplex; script: Socket }> {
 }
 
 /** Collects the lines a splitter finds in the channel's reads. */
-function collectLines(channel: Duplex): { lines: string[]; reads: number[]; next(count: number): Promise<void> } {
+function collectLines(channel: Duplex): {
+  lines: string[];
+  reads: number[];
+  /** The memory each read landed in. */
+  buffers: ArrayBufferLike[];
+  next(count: number): Promise<void>;
+} {
   const lines: string[] = [];
   const reads: number[] = [];
+  const buffers: ArrayBufferLike[] = [];
   let waiting: { count: number; resolve: () => void } | undefined;
   const splitter = new LineSplitter(
     { maxFrameBytes: 1024 * 1024, maxNestingDepth: 64 },
@@ -69,11 +76,13 @@ function collectLines(channel: Duplex): { lines: string[]; reads: number[]; next
   );
   receiveFromChannel(channel, (bytes, length) => {
     reads.push(length);
+    buffers.push(bytes.buffer);
     splitter.push(bytes, length);
   });
   return {
     lines,
     reads,
+    buffers,
     next: (count) =>
       new Promise<void>((resolve) => {
         if (lines.length >= count) resolve();
@@ -138,6 +147,8 @@ describe('a direct channel reads', () => {
       await second.next(1);
       expect(first.lines).toEqual(['{"run":"one","text":"aaaacccc"}']);
       expect(second.lines).toEqual(['{"run":"two","text":"bbbbdddd"}']);
+      // Every read of both channels landed in the same memory.
+      expect(new Set([...first.buffers, ...second.buffers]).size).toBe(1);
     } finally {
       // Closes once afterEach has destroyed the pair's sockets.
       firstServer?.close();
