@@ -273,17 +273,28 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
     const bare = [];
     const session = codecall.session();
     const cells = [];
+    // The host's own CPU (all its threads) while the output crosses: codecall reading and keeping it, next to Node
+    // spawning the bare interpreter and reading its pipe.
+    const runCpu = [];
+    const cellCpu = [];
+    const bareCpu = [];
     for (let round = 0; round < rounds * 2; round += 1) {
+      let cpuBefore = process.cpuUsage();
       const started = performance.now();
       const result = await codecall.execute(PRINT_SCRIPT);
       printed.push(performance.now() - started);
+      runCpu.push(cpuMilliseconds(process.cpuUsage(cpuBefore)));
       if (result.status !== 'success' || result.stdoutTruncated?.totalBytes !== PRINTED_LINES * PRINTED_LINE_BYTES) {
         throw new Error(`print run lost output: ${JSON.stringify(result.stdoutTruncated ?? result.status)}`);
       }
+      cpuBefore = process.cpuUsage();
       bare.push(await timeSpawn(interpreter.executable, ['-S', '-c', PRINT_SCRIPT]));
+      bareCpu.push(cpuMilliseconds(process.cpuUsage(cpuBefore)));
+      cpuBefore = process.cpuUsage();
       const cellStarted = performance.now();
       const cell = await session.execute(PRINT_SCRIPT);
       cells.push(performance.now() - cellStarted);
+      cellCpu.push(cpuMilliseconds(process.cpuUsage(cpuBefore)));
       if (cell.status !== 'success' || cell.stdoutTruncated?.totalBytes !== PRINTED_LINES * PRINTED_LINE_BYTES) {
         throw new Error(`print cell lost output: ${JSON.stringify(cell.stdoutTruncated ?? cell.status)}`);
       }
@@ -305,7 +316,37 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
       baseline: median(bare),
       baselineName: 'bare python -S printing the same to a pipe',
     });
+    rows.push({
+      figure: `host CPU of a cold run printing ${PRINTED_LINES.toLocaleString('en')} lines (5 MB)`,
+      unit: 'ms',
+      value: median(runCpu),
+      baseline: median(bareCpu),
+      baselineName: 'host CPU spawning bare python -S printing the same and reading its pipe',
+    });
+    rows.push({
+      figure: `host CPU while a session cell prints ${PRINTED_LINES.toLocaleString('en')} lines (5 MB)`,
+      unit: 'ms',
+      value: median(cellCpu),
+      baseline: median(bareCpu),
+      baselineName: 'host CPU spawning bare python -S printing the same and reading its pipe',
+    });
   }
+}
+
+/** User and system CPU of a `process.cpuUsage` difference, in milliseconds. */
+function cpuMilliseconds(usage) {
+  return (usage.user + usage.system) / 1000;
+}
+
+/** The groups BENCH_BULK names (all when unset); an unknown name is an error, not an empty table. */
+function bulkGroups(setting) {
+  if (setting === undefined || setting === '') return BULK_GROUPS;
+  const groups = setting.split(',').map((name) => name.trim());
+  const unknown = groups.filter((name) => !BULK_GROUPS.includes(name));
+  if (unknown.length > 0) {
+    throw new Error(`BENCH_BULK names unknown groups ${unknown.join(', ')}; use any of ${BULK_GROUPS.join(', ')}`);
+  }
+  return groups;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
@@ -316,7 +357,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       stateDir,
       interpreter,
       rounds: Number(process.env.BENCH_ROUNDS ?? 5),
-      groups: process.env.BENCH_BULK?.split(',') ?? BULK_GROUPS,
+      groups: bulkGroups(process.env.BENCH_BULK),
       print: (text) => process.stderr.write(`${text}\n`),
     });
     for (const entry of rows) {
