@@ -7,7 +7,8 @@ import { defaultStateRoot, makeOwnedDirectory } from '../core/state-folders.js';
 /**
  * The V8 code cache of the bundled command, one file in the host cache folder of the default state folder (private to
  * this user: V8 runs what the cache holds, so nobody else may write it). The file starts with the key it was made
- * for, because V8 checks its own version and flags but of the source only the length.
+ * for, because V8 checks its own version and flags but of the source only the length. The key is taken from the
+ * bundle file's identity (device, inode, size, times) rather than a hash of its 700 KB on every start.
  */
 
 /** Name of the code cache file in the host cache folder. */
@@ -20,6 +21,77 @@ const KEY_BYTES = 64;
 /** What a cache is valid for: the bundle's text, and the Node.js (so V8) that compiled it. */
 export function codeCacheKey(source: string): string {
   return createHash('sha256').update(`${process.version}\0${process.arch}\0`).update(source).digest('hex');
+}
+
+/**
+ * How long after its last change a file's identity may still hide a second change: timestamps are taken from a coarse
+ * clock (one tick, a few milliseconds, on Linux; up to two seconds on some file systems), so two writes close together can
+ * leave the same ctime.
+ */
+export const SETTLED_FILE_AGE_NS = 5_000_000_000n;
+
+/** The identity of a file as `fstat` gives it with `bigint: true`. */
+export interface FileIdentity {
+  readonly dev: bigint;
+  readonly ino: bigint;
+  readonly size: bigint;
+  readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
+}
+
+/**
+ * A cache key from the bundle file's identity instead of its text, so a start does not hash the whole bundle; or
+ * undefined when the file changed too recently for its identity to be trusted (the caller hashes the text then).
+ * Safe because the text of a file cannot change while all of these stay equal: a write sets mtime and ctime to the
+ * current time, a replaced file is another inode (or a reused inode number with a new ctime), and nobody can set a
+ * ctime back (only the clock). What timestamps cannot tell apart, two changes within one tick of their coarse clock,
+ * is excluded by trusting only a file whose last change is older than {@link SETTLED_FILE_AGE_NS}.
+ */
+export function fileCodeCacheKey(identity: FileIdentity, nowNs: bigint): string | undefined {
+  if (nowNs - identity.ctimeNs < SETTLED_FILE_AGE_NS) return undefined;
+  const { dev, ino, size, mtimeNs, ctimeNs } = identity;
+  // Prefixed apart from codeCacheKey's input, whose text starts with a `v`: the two kinds of key never collide.
+  return createHash('sha256')
+    .update(`file\0${process.version}\0${process.arch}\0${dev}\0${ino}\0${size}\0${mtimeNs}\0${ctimeNs}`)
+    .digest('hex');
+}
+
+/** Largest bundle read; a bigger file is not one the build wrote. */
+const MAX_BUNDLE_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Reads the bundle once, from one descriptor, with the key of its code cache: from the file's identity when it is
+ * settled and did not change while it was read, from its text otherwise. Undefined when there is no bundle to read.
+ */
+export function readBundle(path: string): { readonly source: string; readonly key: string } | undefined {
+  let descriptor: number;
+  try {
+    descriptor = openSync(path, constants.O_RDONLY);
+  } catch {
+    return undefined;
+  }
+  try {
+    const before = fstatSync(descriptor, { bigint: true });
+    if (!before.isFile() || before.size > BigInt(MAX_BUNDLE_BYTES)) return undefined;
+    const buffer = Buffer.allocUnsafe(Number(before.size));
+    let filled = 0;
+    while (filled < buffer.length) {
+      const read = readSync(descriptor, buffer, filled, buffer.length - filled, filled);
+      if (read === 0) break;
+      filled += read;
+    }
+    const source = buffer.toString('utf8', 0, filled);
+    const after = fstatSync(descriptor, { bigint: true });
+    const unchanged = filled === buffer.length && after.size === before.size && after.ctimeNs === before.ctimeNs;
+    // ctime is wall-clock time: compared with the wall clock.
+    const now = BigInt(Date.now()) * 1_000_000n;
+    const key = (unchanged ? fileCodeCacheKey(after, now) : undefined) ?? codeCacheKey(source);
+    return { source, key };
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(descriptor);
+  }
 }
 
 /** The host cache folder of the default state folder, made like the state folder itself when missing. */

@@ -1,9 +1,8 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { constants, Script } from 'node:vm';
-import { codeCacheKey, readCodeCache, writeCodeCache } from './code-cache.js';
+import { readBundle, readCodeCache, writeCodeCache } from './code-cache.js';
 
 /**
  * The `codecall` command. `npm run build` bundles the command (command-line.ts and all it loads, packages aside)
@@ -63,19 +62,14 @@ async function exitOnceWritten(status: number): Promise<void> {
   process.exit(status);
 }
 
-let source: string | undefined;
-try {
-  source = readFileSync(BUNDLE_FILE, 'utf8');
-} catch {
-  source = undefined;
-}
-if (source === undefined) {
+const bundleFile = readBundle(BUNDLE_FILE);
+if (bundleFile === undefined) {
   // A name esbuild does not follow: the fallback must stay the module itself, not a second bundle of it.
   const commandLine = './command-line.js';
   const { main } = (await import(commandLine)) as typeof import('./command-line.js');
   await exitOnceWritten(await main(process.argv.slice(2)));
 } else {
-  const key = codeCacheKey(source);
+  const { source, key } = bundleFile;
   const bundle = loadBundle(source, key);
   const status = await bundle.main(process.argv.slice(2));
   // Made after the command ran, so the cache holds the functions it compiled on the way, not only the top level.

@@ -2,9 +2,18 @@ import { execFile } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CODE_CACHE_FILE, codeCacheKey, readCodeCache, writeCodeCache } from '../../src/cli/code-cache.js';
+import {
+  CODE_CACHE_FILE,
+  codeCacheKey,
+  fileCodeCacheKey,
+  readBundle,
+  readCodeCache,
+  SETTLED_FILE_AGE_NS,
+  writeCodeCache,
+} from '../../src/cli/code-cache.js';
 import { stateFolderName } from '../../src/core/state-folders.js';
 
 /**
@@ -15,6 +24,7 @@ import { stateFolderName } from '../../src/core/state-folders.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = join(root, 'dist/cli/main.js');
+const bundle = join(root, 'dist/cli/command-line-bundle.cjs');
 const originalTmpdir = process.env.TMPDIR;
 let temporary: string;
 beforeEach(() => {
@@ -55,6 +65,38 @@ describe('the code cache files', () => {
   });
 });
 
+describe('the key of a bundle', () => {
+  const identity = { dev: 2049n, ino: 1234n, size: 681_120n, mtimeNs: 1_700_000_000_000_000_000n };
+  const settled = { ...identity, ctimeNs: identity.mtimeNs };
+  const later = settled.ctimeNs + SETTLED_FILE_AGE_NS;
+
+  it('comes from the file’s identity once the file has not changed for a while, and changes with any part of it', () => {
+    const key = fileCodeCacheKey(settled, later);
+    expect(key).toMatch(/^[0-9a-f]{64}$/);
+    expect(fileCodeCacheKey(settled, later + 1_000n)).toBe(key);
+    const changed = [
+      { ...settled, dev: 2050n },
+      { ...settled, ino: 1235n },
+      { ...settled, size: 681_121n },
+      { ...settled, mtimeNs: settled.mtimeNs + 1n },
+      { ...settled, ctimeNs: settled.ctimeNs + 1n },
+    ].map((other) => fileCodeCacheKey(other, later + 1n));
+    expect(changed).not.toContain(key);
+    expect(new Set(changed).size).toBe(changed.length);
+  });
+
+  it('is not taken from the identity of a file changed within the last moments (coarse timestamps)', () => {
+    expect(fileCodeCacheKey(settled, later - 1n)).toBeUndefined();
+  });
+
+  it('is the hash of the text for a bundle just written, read with the text in one go', () => {
+    const bundle = join(temporary, 'bundle.cjs');
+    writeFileSync(bundle, 'module.exports = 1;\n');
+    expect(readBundle(bundle)).toEqual({ source: 'module.exports = 1;\n', key: codeCacheKey('module.exports = 1;\n') });
+    expect(readBundle(join(temporary, 'missing.cjs'))).toBeUndefined();
+  });
+});
+
 function codecall(args: readonly string[], environment: NodeJS.ProcessEnv) {
   return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
     execFile(process.execPath, [bin, ...args], { env: environment }, (error, stdout, stderr) => {
@@ -68,6 +110,9 @@ describe('codecall with its code cache', () => {
   afterAll(() => rmSync(scriptFolder, { recursive: true, force: true }));
 
   it('writes the cache on the first command, uses it on the next, and prints the same', async () => {
+    // A bundle built moments ago is keyed by its text, later by its identity: both commands must see the same key.
+    const bundleAge = BigInt(Date.now()) * 1_000_000n - statSync(bundle, { bigint: true }).ctimeNs;
+    if (bundleAge < SETTLED_FILE_AGE_NS) await sleep(Number((SETTLED_FILE_AGE_NS - bundleAge) / 1_000_000n) + 100);
     const script = join(scriptFolder, 'print.py');
     writeFileSync(script, 'print(6 * 7)\n');
     const environment = { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary };
