@@ -548,10 +548,18 @@ interface CgroupDirectories {
   readonly byParent: ReadonlyMap<string, string>;
 }
 
-/** One set made in the background after each run starts, so the next run only renames it (~0.03 ms, not ~0.5). */
+/**
+ * One set made in the background after each run starts, so the next run only renames it (~0.03 ms, not ~0.5); made
+ * only once this process has made a second set (a pool's interpreter made ahead counts): a one-shot command's only
+ * run would otherwise make a set, and remove it at exit, for no run at all.
+ */
 let spare: CgroupDirectories | undefined;
 let spareScheduled = false;
 let spareCleanupInstalled = false;
+/** Sets made or taken by this process's runs so far. */
+let setsUsed = 0;
+/** Sets a process uses before it keeps a spare ready for the next. */
+const SETS_BEFORE_SPARES = 2;
 
 function parentDirectories(parents: RunParents): string[] {
   return parents.version === 1 ? parents.parents.map((hierarchy) => hierarchy.ownDirectory) : [parents.parent];
@@ -614,7 +622,8 @@ function scheduleSpare(parents: RunParents): void {
 
 /**
  * Creates the cgroups of one run, named `codecall-<host pid>-<run id>`, with its limits, or returns undefined when
- * per-run cgroups are not available here. Takes the spare set made after the previous run when there is one.
+ * per-run cgroups are not available here. Takes the spare set made after the previous run when there is one (from
+ * the process's second set on).
  * @throws when the cgroups were available but could not be created (the caller fails the run).
  */
 export function createRunCgroups(
@@ -645,7 +654,8 @@ export function createRunCgroups(
   } else {
     directories = makeDirectories(parents, name, options);
   }
-  scheduleSpare(parents);
+  setsUsed += 1;
+  if (setsUsed >= SETS_BEFORE_SPARES) scheduleSpare(parents);
   const created = [...directories.byParent.values()];
   const byController = new Map<CgroupController, string>();
   try {
