@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, renameSync } from 'node:fs';
+import { mkdirSync, readdirSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
@@ -51,11 +51,20 @@ export function detachRunDirectory(root: string): string {
   }
 }
 
+/** Entries a run directory may hold to be removed in place, synchronously; a bigger tree goes through the thread pool. */
+export const SYNC_REMOVAL_MAX_ENTRIES = 64;
+/** Depth of folders below the run directory removed synchronously; a deeper tree goes through the thread pool. */
+const SYNC_REMOVAL_MAX_DEPTH = 8;
+
 /**
- * Removes a run directory without following symbolic links. Trees too deep for path-based removal (the script can
- * nest directories past PATH_MAX) fall back to `rm -rf`, which walks them relative to open directories.
+ * Removes a run directory without following symbolic links. A small tree (most runs: the script, `tmp/`,
+ * `artifacts/`) is removed at once with a few synchronous calls, cheaper than the thread pool's round trips and short
+ * enough not to hold a server's event loop; a larger one, or what a failure leaves, is removed asynchronously. Trees
+ * too deep for path-based removal (the script can nest directories past PATH_MAX) fall back to `rm -rf`, which walks
+ * them relative to open directories.
  */
 export async function removeRunDirectory(root: string): Promise<void> {
+  if (removeSmallTree(root)) return;
   try {
     await rm(root, { recursive: true, force: true, maxRetries: 2 });
     return;
@@ -67,4 +76,31 @@ export async function removeRunDirectory(root: string): Promise<void> {
     child.once('error', () => resolve());
     child.once('exit', () => resolve());
   });
+}
+
+/**
+ * Removes `root` and what it holds when it is small (see {@link SYNC_REMOVAL_MAX_ENTRIES}); says whether it is gone.
+ * A tree found larger or deeper is left, partly removed, to the asynchronous removal. Types come from the directory
+ * entries (Node lstats where the file system gives none): a link is unlinked as the entry it is, never followed.
+ */
+function removeSmallTree(root: string): boolean {
+  let budget = SYNC_REMOVAL_MAX_ENTRIES;
+  const remove = (directory: string, depth: number): boolean => {
+    const entries = readdirSync(directory, { withFileTypes: true });
+    budget -= entries.length;
+    if (budget < 0) return false;
+    for (const entry of entries) {
+      const path = join(directory, entry.name);
+      if (!entry.isDirectory()) unlinkSync(path);
+      else if (depth >= SYNC_REMOVAL_MAX_DEPTH || !remove(path, depth + 1)) return false;
+    }
+    rmdirSync(directory);
+    return true;
+  };
+  try {
+    return remove(root, 0);
+  } catch {
+    // Whatever failed (a name too long, an entry that changed type), the asynchronous removal retries as before.
+    return false;
+  }
 }
