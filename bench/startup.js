@@ -13,7 +13,8 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { createCodecall, defineTool } from '../dist/index.js';
 import { median, plainJsonEchoMicroseconds, timeSpawn } from './measure.js';
 
-const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
+// The installed command (package.json's bin).
+const CLI = fileURLToPath(new URL('../dist/cli/main.cjs', import.meta.url));
 const FIRST_SCRIPT = fileURLToPath(new URL('./first-script.js', import.meta.url));
 const TOOL_DELAY_MS = 100;
 

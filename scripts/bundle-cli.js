@@ -1,8 +1,9 @@
 // Bundles the `codecall` command after tsc has built dist/: src/cli/command-line.ts and everything it loads, packages
-// aside, into dist/cli/command-line-bundle.cjs, and the loader src/cli/main.ts into dist/cli/main.js. Why: a one-shot
-// `codecall run` spent more time in Node's ES module loader, resolving and compiling about a hundred small modules
-// one by one, than in the run itself; one bundle loads in a fraction of that, and as a plain script it can be
-// compiled with a V8 code cache, which Node 20 offers for no ES module (main.js keeps the cache in the state folder).
+// aside, into dist/cli/command-line-bundle.cjs, and the loader src/cli/main.ts into dist/cli/main.cjs (the `codecall`
+// command) and dist/cli/main.js. Why: a one-shot `codecall run` spent more time in Node's ES module loader, resolving
+// and compiling about a hundred small modules one by one, than in the run itself; one bundle loads in a fraction of
+// that, and as a plain script it can be compiled with a V8 code cache, which Node 20 offers for no ES module (the
+// loader keeps the cache in the state folder).
 // Commands loaded on demand (doctor, serve's MCP server, trace, databases, upstream servers) are in the bundle but
 // only initialised when used. The library entries (dist/index.js, dist/mcp-server/...) stay tsc's plain modules.
 // Packages (the MCP SDK, Ajv, optional peers) are not bundled: they resolve from node_modules as before. The bundle
@@ -35,14 +36,24 @@ await build({
   sourcemap: true,
   logLevel: 'warning',
 });
-// The loader: reads the bundle and its code cache, falls back to the plain modules when there is no bundle.
-await build({
+// The loader: reads the bundle and its code cache, falls back to the plain modules when there is no bundle. Built
+// twice: main.cjs, the installed `codecall` command, is CommonJS because Node sets up its ES module loader (about ten
+// milliseconds of a one-shot `codecall run`) only for an ES module entry; main.js, the same loader as an ES module,
+// stays for `node dist/cli/main.js`.
+const loader = {
   entryPoints: ['src/cli/main.ts'],
-  outfile: join(OUTPUT_DIRECTORY, 'main.js'),
   bundle: true,
-  format: 'esm',
   platform: 'node',
   target: 'node20',
   packages: 'external',
   logLevel: 'warning',
+};
+await build({ ...loader, outfile: join(OUTPUT_DIRECTORY, 'main.js'), format: 'esm' });
+await build({
+  ...loader,
+  outfile: join(OUTPUT_DIRECTORY, 'main.cjs'),
+  format: 'cjs',
+  // A CommonJS module has no import.meta: its URL from __filename, before anything reads it.
+  define: { 'import.meta.url': '__codecallLoaderUrl' },
+  banner: { js: `'use strict';\nconst __codecallLoaderUrl = require('node:url').pathToFileURL(__filename).href;` },
 });

@@ -62,13 +62,16 @@ async function exitOnceWritten(status: number): Promise<void> {
   process.exit(status);
 }
 
-const bundleFile = readBundle(BUNDLE_FILE);
-if (bundleFile === undefined) {
-  // A name esbuild does not follow: the fallback must stay the module itself, not a second bundle of it.
-  const commandLine = './command-line.js';
-  const { main } = (await import(commandLine)) as typeof import('./command-line.js');
-  await exitOnceWritten(await main(process.argv.slice(2)));
-} else {
+/** Runs the command: the bundle when there is one, the plain modules otherwise. */
+async function start(): Promise<void> {
+  const bundleFile = readBundle(BUNDLE_FILE);
+  if (bundleFile === undefined) {
+    // A name esbuild does not follow: the fallback must stay the module itself, not a second bundle of it.
+    const commandLine = './command-line.js';
+    const { main } = (await import(commandLine)) as typeof import('./command-line.js');
+    await exitOnceWritten(await main(process.argv.slice(2)));
+    return;
+  }
   const { source, key } = bundleFile;
   const bundle = loadBundle(source, key);
   const status = await bundle.main(process.argv.slice(2));
@@ -76,3 +79,6 @@ if (bundleFile === undefined) {
   if (!bundle.cached) writeCodeCache(key, bundle.script.createCachedData());
   await exitOnceWritten(status);
 }
+
+// No top-level await: the same code is built as a CommonJS entry too (see scripts/bundle-cli.js).
+void start();

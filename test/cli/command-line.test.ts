@@ -104,6 +104,19 @@ describe('codecall run', () => {
   });
 });
 
+describe('the installed command', () => {
+  it('is the CommonJS loader (no ES module loader to set up) and runs a script like main.js', async () => {
+    const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { bin: { codecall: string } };
+    expect(manifest.bin.codecall).toBe('./dist/cli/main.cjs');
+    const result = await runToCompletion(process.execPath, [join(root, manifest.bin.codecall), 'run', '-'], {
+      cwd: root,
+      env: { ...process.env, TMPDIR: stateDir },
+      input: 'import sys\nprint(6 * 7)\nsys.exit(3)',
+    });
+    expect(result).toMatchObject({ status: 1, stdout: expect.stringContaining('42\n') });
+  });
+});
+
 describe('codecall run ends its process as soon as its work is over', () => {
   /** Bytes the script prints: several times what a pipe holds, so part of it is still queued in the process. */
   const PRINTED_BYTES = 700_000;
