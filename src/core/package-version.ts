@@ -1,13 +1,29 @@
-import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
 
-// package.json sits two levels above both src/mcp/ and dist/mcp/, so one relative path serves both.
-const packageJson: unknown = createRequire(import.meta.url)('../../package.json');
+// package.json sits two levels above both src/core/ and dist/core/ (and dist/cli/, where the command's bundle stands),
+// so one relative path serves all.
+const PACKAGE_JSON = new URL('../../package.json', import.meta.url);
 
-/** codecall's version, reported as the MCP client and server version. */
-export const CODECALL_VERSION: string =
-  typeof packageJson === 'object' &&
-  packageJson !== null &&
-  'version' in packageJson &&
-  typeof packageJson.version === 'string'
-    ? packageJson.version
-    : '0.0.0';
+let version: string | undefined;
+
+/**
+ * codecall's version, reported as the MCP client and server version and as the tracer's; read on first use, not when
+ * the module loads (a `codecall run` without tracing never reads package.json).
+ */
+export function codecallVersion(): string {
+  if (version !== undefined) return version;
+  let packageJson: unknown;
+  try {
+    packageJson = JSON.parse(readFileSync(PACKAGE_JSON, 'utf8'));
+  } catch {
+    packageJson = undefined;
+  }
+  version =
+    typeof packageJson === 'object' &&
+    packageJson !== null &&
+    'version' in packageJson &&
+    typeof packageJson.version === 'string'
+      ? packageJson.version
+      : '0.0.0';
+  return version;
+}

@@ -5,7 +5,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { CallToolResult, Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { CodecallError } from '../core/errors.js';
-import { CODECALL_VERSION } from '../core/package-version.js';
+import { codecallVersion } from '../core/package-version.js';
 import { isProcessAlive } from '../core/processes.js';
 import type {
   ArgumentCheck,
@@ -125,7 +125,7 @@ class McpToolSource implements ToolSource {
     if (stale !== undefined) await disconnect(stale);
     this.#stderrTail.clear();
     const transport = this.#createTransport();
-    const client = new Client({ name: 'codecall', version: CODECALL_VERSION }, { capabilities: {} });
+    const client = new Client({ name: 'codecall', version: codecallVersion() }, { capabilities: {} });
     const connection: Connection = { client, transport, alive: true };
     client.onclose = () => {
       connection.alive = false;

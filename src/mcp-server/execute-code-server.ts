@@ -11,7 +11,7 @@ import type {
 } from '@modelcontextprotocol/sdk/types.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { errorMessage } from '../core/errors.js';
-import { CODECALL_VERSION } from '../core/package-version.js';
+import { codecallVersion } from '../core/package-version.js';
 import type { Artifact, ExecuteResult } from '../core/result.js';
 import type { Codecall } from '../engine/codecall.js';
 import { IMAGE_MEDIA_TYPES, readImageFile, readRegularFile } from '../engine/result/artifact-files.js';
@@ -73,7 +73,7 @@ export function createExecuteCodeServer(codecall: ExecuteCodeHost, options: Exec
   // The low-level Server (not McpServer) because the tool's description and JSON input schema come from the
   // codecall asynchronously, after upstream servers are loaded.
   const server = new Server(
-    { name: 'codecall', version: CODECALL_VERSION },
+    { name: 'codecall', version: codecallVersion() },
     { capabilities: { tools: {}, logging: {} } },
   );
   const logLevel = new ClientLogLevel(server);

@@ -1,6 +1,6 @@
 import type { Attributes } from '@opentelemetry/api';
 import { importModule } from '../../core/module-import.js';
-import { CODECALL_VERSION } from '../../core/package-version.js';
+import { codecallVersion } from '../../core/package-version.js';
 import type { ExecuteResult } from '../../core/result.js';
 
 type OpenTelemetryApi = typeof import('@opentelemetry/api');
@@ -57,7 +57,7 @@ export async function recordRunSpans(options: RunSpansOptions): Promise<void> {
   const api = await loadOpenTelemetry();
   if (api === undefined) return;
   const { result, startedAt } = options;
-  const tracer = api.trace.getTracer(TRACER_NAME, CODECALL_VERSION);
+  const tracer = api.trace.getTracer(TRACER_NAME, codecallVersion());
   const runAttributes: Attributes = {
     'codecall.run_id': options.runId,
     'codecall.status': result.status,
