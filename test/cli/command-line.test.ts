@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { readCgroupLayout } from '../../src/sandbox/cgroups.js';
+import { defaultRunUidLockDirectory } from '../../src/sandbox/run-uids.js';
 import { type Completed, runToCompletion } from '../support/completed-process.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -117,6 +119,47 @@ describe('the installed command', () => {
   });
 });
 
+function entriesOf(directory: string): string[] {
+  try {
+    return readdirSync(directory);
+  } catch {
+    return [];
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Run cgroups (`codecall-<host pid>-...`) and run-uid locks whose host process is gone. */
+function orphanedRunResources(): string[] {
+  const layout = readCgroupLayout();
+  const parents =
+    layout === undefined
+      ? []
+      : layout.version === 1
+        ? layout.hierarchies.map((hierarchy) => hierarchy.ownDirectory)
+        : [layout.ownDirectory, join(layout.mountPoint, 'codecall')];
+  const orphaned: string[] = [];
+  for (const parent of parents) {
+    for (const name of entriesOf(parent)) {
+      const match = /^codecall-(\d+)-/.exec(name);
+      if (match && !isAlive(Number(match[1]))) orphaned.push(join(parent, name));
+    }
+  }
+  const locks = defaultRunUidLockDirectory();
+  for (const uid of entriesOf(locks).filter((name) => !name.startsWith('.'))) {
+    const owners = entriesOf(join(locks, uid));
+    if (owners.some((owner) => !isAlive(Number(owner.split('-')[0])))) orphaned.push(join(locks, uid));
+  }
+  return orphaned;
+}
+
 describe('codecall run ends its process as soon as its work is over', () => {
   /** Bytes the script prints: several times what a pipe holds, so part of it is still queued in the process. */
   const PRINTED_BYTES = 700_000;
@@ -136,7 +179,8 @@ describe('codecall run ends its process as soon as its work is over', () => {
     expect(failed.stdout).toContain('[status: error]');
   });
 
-  it('leaves no run directory and no staging folder behind in the state folder', async () => {
+  it('leaves no run directory and no staging folder behind in the state folder, and no cgroup or uid lock', async () => {
+    const orphanedBefore = new Set(orphanedRunResources());
     const temporary = mkdtempSync(join(tmpdir(), 'codecall-left-behind-'));
     const result = await runToCompletion(process.execPath, [bin, 'run', '-'], {
       cwd: temporary,
@@ -149,6 +193,8 @@ describe('codecall run ends its process as soon as its work is over', () => {
     const stateFolder = join(temporary, state ?? '');
     expect(readdirSync(join(stateFolder, 'runs'))).toEqual([]);
     expect(readdirSync(join(stateFolder, 'sandbox')).filter((name) => name.startsWith('stage-'))).toEqual([]);
+    // Its run's cgroups, a spare set (none for a one-shot command) and its run uid's lock are gone with it.
+    expect(orphanedRunResources().filter((path) => !orphanedBefore.has(path))).toEqual([]);
   });
 });
 
