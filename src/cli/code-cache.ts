@@ -1,18 +1,33 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, constants, fstatSync, openSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { hostCacheDirectory } from '../core/host-cache.js';
 import { defaultStateRoot, makeOwnedDirectory } from '../core/state-folders.js';
 
 /**
- * The V8 code cache of the bundled command, one file in the host cache folder of the default state folder (private to
- * this user: V8 runs what the cache holds, so nobody else may write it). The file starts with the key it was made
- * for, because V8 checks its own version and flags but of the source only the length. The key is taken from the
- * bundle file's identity (device, inode, size, times) rather than a hash of its 700 KB on every start.
+ * The V8 code cache of the bundled command, one file per installed bundle in the host cache folder of the default
+ * state folder (private to this user: V8 runs what the cache holds, so nobody else may write it). The file starts with
+ * the key it was made for, because V8 checks its own version and flags but of the source only the length. The key is
+ * taken from the bundle file's identity (device, inode, size, times) rather than a hash of its 700 KB on every start.
+ * One file per bundle path: two installs of the command started in turn would otherwise replace each other's cache on
+ * every start.
  */
 
-/** Name of the code cache file in the host cache folder. */
+/** Prefix of the code cache files in the host cache folder. */
 export const CODE_CACHE_FILE = 'cli-code-cache';
+/** Age after which another bundle's code cache file, not written since, is removed when a cache is written. */
+export const STALE_CODE_CACHE_MS = 7 * 24 * 60 * 60 * 1000;
 /** Largest code cache read; a bigger file is not one this code wrote. */
 export const MAX_CODE_CACHE_BYTES = 32 * 1024 * 1024;
 /** Bytes of the key at the head of the file (a hex SHA-256). */
@@ -106,16 +121,21 @@ function cacheDirectory(): string | undefined {
   }
 }
 
+/** Name of the code cache file of the bundle at `bundleFile` (an absolute path). */
+export function codeCacheFileName(bundleFile: string): string {
+  return `${CODE_CACHE_FILE}-${createHash('sha256').update(bundleFile).digest('hex').slice(0, 16)}`;
+}
+
 /**
- * The cached code for `key`, or undefined when there is none this user alone wrote for it (missing, another key, not
- * a regular file of this user, writable by others, too large).
+ * The cached code of the bundle at `bundleFile` for `key`, or undefined when there is none this user alone wrote for
+ * it (missing, another key, not a regular file of this user, writable by others, too large).
  */
-export function readCodeCache(key: string): Buffer | undefined {
+export function readCodeCache(key: string, bundleFile: string): Buffer | undefined {
   const directory = cacheDirectory();
   if (directory === undefined) return undefined;
   let descriptor: number | undefined;
   try {
-    descriptor = openSync(join(directory, CODE_CACHE_FILE), constants.O_RDONLY | constants.O_NOFOLLOW);
+    descriptor = openSync(join(directory, codeCacheFileName(bundleFile)), constants.O_RDONLY | constants.O_NOFOLLOW);
     const stats = fstatSync(descriptor);
     const uid = process.getuid?.();
     if (!stats.isFile() || (uid !== undefined && stats.uid !== uid) || (stats.mode & 0o022) !== 0) return undefined;
@@ -136,15 +156,35 @@ export function readCodeCache(key: string): Buffer | undefined {
   }
 }
 
-/** Stores the code for `key`, replacing the file whole (a new file renamed over it); a failure only loses the cache. */
-export function writeCodeCache(key: string, data: Buffer): void {
+/**
+ * Stores the code of the bundle at `bundleFile` for `key`, replacing its file whole (a new file renamed over it), and
+ * removes the code cache files of other bundles not written for {@link STALE_CODE_CACHE_MS}; a failure only loses the
+ * cache.
+ */
+export function writeCodeCache(key: string, data: Buffer, bundleFile: string): void {
   const directory = cacheDirectory();
   if (directory === undefined) return;
-  const temporary = join(directory, `.${CODE_CACHE_FILE}-${randomBytes(6).toString('hex')}`);
+  const name = codeCacheFileName(bundleFile);
+  const temporary = join(directory, `.${name}-${randomBytes(6).toString('hex')}`);
   try {
     writeFileSync(temporary, Buffer.concat([Buffer.from(key, 'latin1'), data]), { mode: 0o600, flag: 'wx' });
-    renameSync(temporary, join(directory, CODE_CACHE_FILE));
+    renameSync(temporary, join(directory, name));
   } catch {
     rmSync(temporary, { force: true });
+  }
+  removeStaleCodeCaches(directory, name);
+}
+
+/** Removes other bundles' code cache files (the single file of earlier versions too) not written for a while. */
+function removeStaleCodeCaches(directory: string, kept: string): void {
+  try {
+    const now = Date.now();
+    for (const entry of readdirSync(directory)) {
+      if (entry === kept || !entry.startsWith(CODE_CACHE_FILE)) continue;
+      const path = join(directory, entry);
+      if (now - lstatSync(path).mtimeMs > STALE_CODE_CACHE_MS) rmSync(path, { force: true });
+    }
+  } catch {
+    // Only tidying: what stays is removed by a later write.
   }
 }

@@ -21,7 +21,7 @@ function loadBundle(
   source: string,
   key: string,
 ): { readonly main: Main; readonly script: Script; readonly cached: boolean } {
-  const cachedData = readCodeCache(key);
+  const cachedData = readCodeCache(key, BUNDLE_FILE);
   const script = new Script(
     `(function (exports, require, module, __filename, __dirname, __codecallModuleUrl, __codecallImport) {${source}\n})`,
     {
@@ -76,7 +76,7 @@ async function start(): Promise<void> {
   const bundle = loadBundle(source, key);
   const status = await bundle.main(process.argv.slice(2));
   // Made after the command ran, so the cache holds the functions it compiled on the way, not only the top level.
-  if (!bundle.cached) writeCodeCache(key, bundle.script.createCachedData());
+  if (!bundle.cached) writeCodeCache(key, bundle.script.createCachedData(), BUNDLE_FILE);
   await exitOnceWritten(status);
 }
 

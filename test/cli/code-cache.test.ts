@@ -1,5 +1,15 @@
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -7,11 +17,13 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   CODE_CACHE_FILE,
+  codeCacheFileName,
   codeCacheKey,
   fileCodeCacheKey,
   readBundle,
   readCodeCache,
   SETTLED_FILE_AGE_NS,
+  STALE_CODE_CACHE_MS,
   writeCodeCache,
 } from '../../src/cli/code-cache.js';
 import { stateFolderName } from '../../src/core/state-folders.js';
@@ -25,6 +37,8 @@ import { stateFolderName } from '../../src/core/state-folders.js';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = join(root, 'dist/cli/main.js');
 const bundle = join(root, 'dist/cli/command-line-bundle.cjs');
+/** The code cache file of the built bundle, which the commands below use. */
+const bundleCacheFile = () => cacheFile(bundle);
 const originalTmpdir = process.env.TMPDIR;
 let temporary: string;
 beforeEach(() => {
@@ -37,15 +51,18 @@ afterEach(() => {
   rmSync(temporary, { recursive: true, force: true });
 });
 
-const cacheFile = () => join(temporary, stateFolderName(), 'cache', CODE_CACHE_FILE);
+/** A bundle path for the tests of the cache files alone (nothing is read from it). */
+const someBundle = '/opt/codecall/dist/cli/command-line-bundle.cjs';
+const cacheFolder = () => join(temporary, stateFolderName(), 'cache');
+const cacheFile = (bundleFile = someBundle) => join(cacheFolder(), codeCacheFileName(bundleFile));
 
 describe('the code cache files', () => {
   it('gives back what was stored for the same key, and nothing for another bundle or Node.js', () => {
     const key = codeCacheKey('bundle text');
     expect(codeCacheKey('bundle text!')).not.toBe(key);
-    writeCodeCache(key, Buffer.from('compiled code'));
-    expect(readCodeCache(key)?.toString()).toBe('compiled code');
-    expect(readCodeCache(codeCacheKey('bundle text!'))).toBeUndefined();
+    writeCodeCache(key, Buffer.from('compiled code'), someBundle);
+    expect(readCodeCache(key, someBundle)?.toString()).toBe('compiled code');
+    expect(readCodeCache(codeCacheKey('bundle text!'), someBundle)).toBeUndefined();
     // The state folder is made with the mode runs expect of it, and the cache file private.
     expect(statSync(join(temporary, stateFolderName())).mode & 0o777).toBe(0o711);
     expect(statSync(cacheFile()).mode & 0o777).toBe(0o600);
@@ -53,15 +70,42 @@ describe('the code cache files', () => {
 
   it('ignores a cache file that others may write, or that is a link', () => {
     const key = codeCacheKey('bundle text');
-    writeCodeCache(key, Buffer.from('compiled code'));
+    writeCodeCache(key, Buffer.from('compiled code'), someBundle);
     chmodSync(cacheFile(), 0o666);
-    expect(readCodeCache(key)).toBeUndefined();
+    expect(readCodeCache(key, someBundle)).toBeUndefined();
     chmodSync(cacheFile(), 0o600);
     const elsewhere = join(temporary, 'elsewhere');
     writeFileSync(elsewhere, readFileSync(cacheFile()), { mode: 0o600 });
     rmSync(cacheFile());
     symlinkSync(elsewhere, cacheFile());
-    expect(readCodeCache(key)).toBeUndefined();
+    expect(readCodeCache(key, someBundle)).toBeUndefined();
+  });
+
+  it('keeps one file per bundle: two installs started in turn do not replace each other’s cache', () => {
+    const otherBundle = '/home/someone/project/node_modules/codecall/dist/cli/command-line-bundle.cjs';
+    writeCodeCache(codeCacheKey('bundle text'), Buffer.from('compiled code'), someBundle);
+    writeCodeCache(codeCacheKey('other text'), Buffer.from('other compiled code'), otherBundle);
+    expect(cacheFile(otherBundle)).not.toBe(cacheFile());
+    expect(readCodeCache(codeCacheKey('bundle text'), someBundle)?.toString()).toBe('compiled code');
+    expect(readCodeCache(codeCacheKey('other text'), otherBundle)?.toString()).toBe('other compiled code');
+  });
+
+  it('removes other bundles’ cache files (and the single file of earlier versions) not written for a week', () => {
+    const recent = '/srv/recent/dist/cli/command-line-bundle.cjs';
+    const old = '/srv/old/dist/cli/command-line-bundle.cjs';
+    writeCodeCache(codeCacheKey('recent'), Buffer.from('recent code'), recent);
+    writeCodeCache(codeCacheKey('old'), Buffer.from('old code'), old);
+    const legacy = join(cacheFolder(), CODE_CACHE_FILE);
+    writeFileSync(legacy, 'a cache of an earlier version', { mode: 0o600 });
+    const weekAgo = (Date.now() - STALE_CODE_CACHE_MS - 60_000) / 1000;
+    for (const path of [cacheFile(old), legacy]) utimesSync(path, weekAgo, weekAgo);
+    writeCodeCache(codeCacheKey('bundle text'), Buffer.from('compiled code'), someBundle);
+    expect([cacheFile(), cacheFile(recent), cacheFile(old), legacy].map((path) => existsSync(path))).toEqual([
+      true,
+      true,
+      false,
+      false,
+    ]);
   });
 });
 
@@ -90,9 +134,12 @@ describe('the key of a bundle', () => {
   });
 
   it('is the hash of the text for a bundle just written, read with the text in one go', () => {
-    const bundle = join(temporary, 'bundle.cjs');
-    writeFileSync(bundle, 'module.exports = 1;\n');
-    expect(readBundle(bundle)).toEqual({ source: 'module.exports = 1;\n', key: codeCacheKey('module.exports = 1;\n') });
+    const justWritten = join(temporary, 'bundle.cjs');
+    writeFileSync(justWritten, 'module.exports = 1;\n');
+    expect(readBundle(justWritten)).toEqual({
+      source: 'module.exports = 1;\n',
+      key: codeCacheKey('module.exports = 1;\n'),
+    });
     expect(readBundle(join(temporary, 'missing.cjs'))).toBeUndefined();
   });
 });
@@ -118,21 +165,21 @@ describe('codecall with its code cache', () => {
     const environment = { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary };
     const first = await codecall(['run', '--sandbox', 'none', script], environment);
     expect(first).toMatchObject({ status: 0, stdout: '42\n', stderr: '' });
-    const written = statSync(cacheFile());
+    const written = statSync(bundleCacheFile());
     const second = await codecall(['run', '--sandbox', 'none', script], environment);
     expect(second).toEqual(first);
     // Used, not made again: the file is the one the first command wrote.
-    expect(statSync(cacheFile()).ino).toBe(written.ino);
+    expect(statSync(bundleCacheFile()).ino).toBe(written.ino);
   }, 60_000);
 
   it('runs as usual from a cache made for another bundle, and replaces it', async () => {
     const script = join(scriptFolder, 'other.py');
     writeFileSync(script, 'print("other")\n');
     const environment = { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary };
-    writeCodeCache(codeCacheKey('another bundle'), Buffer.from('not code for this bundle'));
-    const stale = statSync(cacheFile());
+    writeCodeCache(codeCacheKey('another bundle'), Buffer.from('not code for this bundle'), bundle);
+    const stale = statSync(bundleCacheFile());
     const result = await codecall(['run', '--sandbox', 'none', script], environment);
     expect(result).toMatchObject({ status: 0, stdout: 'other\n', stderr: '' });
-    expect(statSync(cacheFile()).ino).not.toBe(stale.ino);
+    expect(statSync(bundleCacheFile()).ino).not.toBe(stale.ino);
   }, 60_000);
 });
