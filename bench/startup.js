@@ -3,7 +3,7 @@
 // a warm-pool run against a session cell and a plain JSON echo. Each next to its baseline, measured in the same run.
 // Run alone with `node bench/startup.js` (after `npm run build`); BENCH_ONLY=<part of a figure's name> picks rows.
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -97,32 +97,38 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
 
   if (wanted(STARTUP_FIGURES[1])) {
     print('codecall run…');
-    const folder = join(stateDir, 'cli');
-    mkdirSync(folder, { recursive: true });
-    writeFileSync(join(folder, 'print.py'), 'print(1)\n');
-    writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ stateDir: join(folder, 'state') }));
-    const command = [CLI, 'run', '--config', join(folder, 'codecall.json'), join(folder, 'print.py')];
-    const environment = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
-    // The first command fills the state folder's cache: every later process finds it, as a user's would.
-    await timeSpawn(process.execPath, command, { env: environment });
-    const whole = [];
-    const bare = [];
-    for (let run = 0; run < Math.max(5, Math.round(runs / 4)); run += 1) {
-      whole.push(await timeSpawn(process.execPath, command, { env: environment }));
-      bare.push(
-        (await timeSpawn(process.execPath, ['-e', '0'], { env: environment })) +
-          (await timeSpawn(interpreter.executable, ['-S', '-c', 'pass'])),
-      );
+    // A folder the run's uid can traverse, like the default state folder (`<tmpdir>/codecall-<uid>`, 0711, in /tmp):
+    // behind a private folder (mkdtemp makes them 0700) every run would first enter a mount namespace made to reach it.
+    const folder = mkdtempSync(join(tmpdir(), 'codecall-bench-cli-'));
+    chmodSync(folder, 0o711);
+    try {
+      writeFileSync(join(folder, 'print.py'), 'print(1)\n');
+      writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ stateDir: join(folder, 'state') }));
+      const command = [CLI, 'run', '--config', join(folder, 'codecall.json'), join(folder, 'print.py')];
+      const environment = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
+      // The first command fills the state folder's cache: every later process finds it, as a user's would.
+      await timeSpawn(process.execPath, command, { env: environment });
+      const whole = [];
+      const bare = [];
+      for (let run = 0; run < Math.max(5, Math.round(runs / 4)); run += 1) {
+        whole.push(await timeSpawn(process.execPath, command, { env: environment }));
+        bare.push(
+          (await timeSpawn(process.execPath, ['-e', '0'], { env: environment })) +
+            (await timeSpawn(interpreter.executable, ['-S', '-c', 'pass'])),
+        );
+      }
+      rows.push({
+        figure: 'codecall run print(1), whole command',
+        unit: 'ms',
+        value: median(whole),
+        baseline: median(bare),
+        baselineName: 'node -e 0 + python -S -c pass',
+        target: '≤ 2× baseline',
+        met: median(whole) <= 2 * median(bare),
+      });
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
     }
-    rows.push({
-      figure: 'codecall run print(1), whole command',
-      unit: 'ms',
-      value: median(whole),
-      baseline: median(bare),
-      baselineName: 'node -e 0 + python -S -c pass',
-      target: '≤ 2× baseline',
-      met: median(whole) <= 2 * median(bare),
-    });
   }
 
   if (wanted(STARTUP_FIGURES[2])) {
