@@ -33,11 +33,16 @@ export const DEFAULT_OUTPUTS_RETENTION: OutputsRetention = Object.freeze({
 export const OUTPUTS_PRUNE_INTERVAL_MS = 10_000;
 
 /**
- * Files a prune measures or removes in one turn of the event loop (synchronous calls, a few microseconds each): a
- * turn blocks the loop well under a millisecond, and a prune of 500 entries costs its system calls, not ~2,000 round
- * trips through the thread pool.
+ * Most files a prune measures or removes in one turn of the event loop, by synchronous calls: a prune of 500 entries
+ * costs its system calls, not ~2,000 round trips through the thread pool.
  */
 export const PRUNE_FILES_PER_TURN = 32;
+
+/**
+ * Time after which a prune yields to the event loop even before {@link PRUNE_FILES_PER_TURN} files (a removal can
+ * cost a hundred microseconds a file): with the entry in hand, a turn blocks the loop about a millisecond at most.
+ */
+export const PRUNE_TURN_MS = 0.5;
 
 /** Entry of the host cache that records the last prune of an outputs folder (see {@link OutputsPruner}). */
 export const OUTPUTS_PRUNE_STAMP = 'outputs-pruned';
@@ -113,15 +118,20 @@ function measureEntry(directory: string, name: string): SavedEntry | undefined {
   return { path, bytes, modifiedMs, files };
 }
 
-/** Counts the files a prune touched and yields to the event loop every {@link PRUNE_FILES_PER_TURN}. */
+/**
+ * Counts the files a prune touched and the time it took since the last turn; yields to the event loop after
+ * {@link PRUNE_FILES_PER_TURN} files or {@link PRUNE_TURN_MS}, whichever comes first.
+ */
 class TurnBudget {
-  #spent = 0;
+  #files = 0;
+  #sliceStartedAt = performance.now();
 
   async spend(files: number): Promise<void> {
-    this.#spent += files;
-    if (this.#spent < PRUNE_FILES_PER_TURN) return;
-    this.#spent = 0;
+    this.#files += files;
+    if (this.#files < PRUNE_FILES_PER_TURN && performance.now() - this.#sliceStartedAt < PRUNE_TURN_MS) return;
     await nextTurn();
+    this.#files = 0;
+    this.#sliceStartedAt = performance.now();
   }
 }
 
@@ -136,7 +146,7 @@ export interface PruneReport {
 /**
  * Removes saved outputs past the retention: every entry older than `maxAgeMs`, then the oldest ones until the rest
  * fits `maxRuns` and `maxBytes`. Removal never follows a link (`rm` removes a link, not its target). The work is done
- * by synchronous calls in bounded slices ({@link PRUNE_FILES_PER_TURN} files a turn of the event loop).
+ * by synchronous calls in bounded slices of the event loop (see {@link PRUNE_FILES_PER_TURN}, {@link PRUNE_TURN_MS}).
  */
 export async function pruneOutputs(
   outputsDirectory: string,
