@@ -1,6 +1,7 @@
 // Start-up figures of `npm run bench`: the first script of a fresh host process against its fourth, the one-shot
-// `codecall run` against `node -e 0` plus a bare interpreter, `codecall serve`'s first call against its second, and
-// a warm-pool run against a session cell and a plain JSON echo. Each next to its baseline, measured in the same run.
+// `codecall run` against `node -e 0` plus a bare interpreter and with a full outputs folder against an empty one,
+// `codecall serve`'s first call against its second, and a warm-pool run against a session cell and a plain JSON
+// echo. Each next to its baseline, measured in the same run.
 // Run alone with `node bench/startup.js` (after `npm run build`); BENCH_ONLY=<part of a figure's name> picks rows.
 import { execFile } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -44,10 +45,14 @@ export const POOL_REFILL_PAUSE_MS = 150;
 /** How many times the start of a pooled interpreter the pause lasts, so no refill runs beside a measured run. */
 const POOL_REFILL_PAUSE_FACTOR = 2;
 
+/** Entries in the outputs folder of the saved-outputs figure: the default retention's `maxRuns`. */
+const SAVED_OUTPUT_ENTRIES = 500;
+
 /** The figures of this module, in order: each names the rows it makes (BENCH_ONLY matches these names). */
 export const STARTUP_FIGURES = [
   'first script of a fresh process',
   'codecall run print(1)',
+  'codecall run print(1) with saved outputs',
   'codecall serve',
   'warm-pool run',
   'warm-pool asyncio gather',
@@ -132,6 +137,46 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
   }
 
   if (wanted(STARTUP_FIGURES[2])) {
+    print('codecall run with saved outputs…');
+    const environment = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
+    const commandIn = (name) => {
+      const folder = join(stateDir, name);
+      mkdirSync(folder, { recursive: true });
+      writeFileSync(join(folder, 'print.py'), 'print(1)\n');
+      writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ stateDir: join(folder, 'state') }));
+      return { folder, command: [CLI, 'run', '--config', join(folder, 'codecall.json'), join(folder, 'print.py')] };
+    };
+    const full = commandIn('cli-saved-outputs');
+    const empty = commandIn('cli-no-saved-outputs');
+    // The first commands make the state folders and fill their caches, as a user's would be.
+    await timeSpawn(process.execPath, full.command, { env: environment });
+    await timeSpawn(process.execPath, empty.command, { env: environment });
+    // A day of runs that saved something: an artifacts folder of two files and a full stdout file per run, up to the
+    // default retention's 500 entries (so every prune keeps them all).
+    const outputs = join(full.folder, 'state', 'outputs');
+    for (let run = 0; run < SAVED_OUTPUT_ENTRIES / 2; run += 1) {
+      const name = run.toString(16).padStart(16, '0');
+      mkdirSync(join(outputs, name), { recursive: true });
+      writeFileSync(join(outputs, name, 'a.png'), 'x\n');
+      writeFileSync(join(outputs, name, 'b.csv'), 'y\n');
+      writeFileSync(join(outputs, `${name}-stdout.txt`), 'z\n');
+    }
+    const withOutputs = [];
+    const withoutOutputs = [];
+    for (let run = 0; run < Math.max(5, Math.round(runs / 4)); run += 1) {
+      withOutputs.push(await timeSpawn(process.execPath, full.command, { env: environment }));
+      withoutOutputs.push(await timeSpawn(process.execPath, empty.command, { env: environment }));
+    }
+    rows.push({
+      figure: `codecall run print(1) with ${SAVED_OUTPUT_ENTRIES} saved outputs, whole command`,
+      unit: 'ms',
+      value: median(withOutputs),
+      baseline: median(withoutOutputs),
+      baselineName: 'the same command, no saved outputs',
+    });
+  }
+
+  if (wanted(STARTUP_FIGURES[3])) {
     print('codecall serve…');
     const connects = [];
     const firstCalls = [];
@@ -176,7 +221,7 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
     });
   }
 
-  if (wanted(STARTUP_FIGURES[3]) || wanted(STARTUP_FIGURES[4])) {
+  if (wanted(STARTUP_FIGURES[4]) || wanted(STARTUP_FIGURES[5])) {
     const pooled = createCodecall({
       sandbox: 'none',
       tools: [waitTool],
@@ -190,7 +235,7 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
     for (let cell = 0; cell < 200; cell += 1) await session.execute('counter += 1');
     const refillPauseMs = await poolRefillPause(plain);
 
-    if (wanted(STARTUP_FIGURES[3])) {
+    if (wanted(STARTUP_FIGURES[4])) {
       print('warm-pool run against a cell…');
       const pooledRuns = [];
       const cells = [];
@@ -250,7 +295,7 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
       });
     }
 
-    if (wanted(STARTUP_FIGURES[4])) {
+    if (wanted(STARTUP_FIGURES[5])) {
       print('warm-pool asyncio gather against a cell…');
       const gather = [
         'import asyncio',

@@ -33,6 +33,8 @@ export interface Prepared {
     readonly tools: readonly ToolDescriptor[];
     readonly modules: readonly ToolModuleDescriptor[];
   };
+  /** The state folder's host-only cache folder; undefined when it cannot be trusted. */
+  readonly hostCacheDirectory: string | undefined;
 }
 
 /** Internal options of a preparation that the public options cannot express. */
@@ -253,6 +255,7 @@ export class CodecallPreparation {
       generated,
       failedSources: listing.failedSources,
       toolModules: { tools: this.#staticTools.map((tool) => tool.descriptor), modules },
+      hostCacheDirectory: this.#cacheDirectory(),
       environment: {
         interpreter,
         runner,

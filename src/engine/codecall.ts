@@ -19,7 +19,7 @@ import {
 import { CodecallPreparation, type PreparationExtras, type Prepared } from './codecall-preparation.js';
 import { launchInterpreter } from './launch/interpreter-launch.js';
 import { createRunId } from './launch/run-directory.js';
-import { OutputsPruner } from './result/outputs-retention.js';
+import { leftSavedOutputs, OutputsPruner } from './result/outputs-retention.js';
 import { RunTracking } from './run-tracking.js';
 import { checkCode, emptyCodeResult, isEmptyCode } from './supervise/check-code.js';
 import { runPooledScript, runScript } from './supervise/run-script.js';
@@ -135,11 +135,15 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
     tracking.assertOpen();
     return preparation.prepare();
   };
-  // Made with the first prepared environment (it names the outputs folder); each run and session end asks for a prune.
+  // Made with the first prepared environment (it names the outputs folder); each run and session start asks for a
+  // prune, saying whether the run left outputs (a session's cells are not seen: a session counts as saving).
   let pruner: OutputsPruner | undefined;
-  const pruneSoon = (outputRoot: string) => {
-    pruner ??= new OutputsPruner(outputRoot, resolved.outputs);
-    pruner.schedule();
+  let sessionStarted = false;
+  const pruneSoon = (prepared: Prepared, saved: boolean) => {
+    pruner ??= new OutputsPruner(prepared.environment.outputRoot, resolved.outputs, {
+      stampDirectory: prepared.hostCacheDirectory,
+    });
+    pruner.schedule(saved);
   };
 
   const codecall: Codecall = {
@@ -148,11 +152,14 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
     async execute(code, executeOptions = {}) {
       checkCode(code);
       const runLimits = resolveCallLimits(limits, executeOptions);
-      const { environment } = await prepare();
+      const prepared = await prepare();
+      const { environment } = prepared;
       if (isEmptyCode(code)) return emptyCodeResult(environment.runner.isolation);
       const pooled = await pool?.take(environment, runLimits);
+      // A run that threw may have left files: it counts as saving.
+      let saved = true;
       try {
-        return await tracking.track((onStart) => {
+        const result = await tracking.track((onStart) => {
           const runOptions = {
             limits: runLimits,
             signal: executeOptions.signal,
@@ -165,9 +172,11 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
             ? runPooledScript(environment, pooled, code, runOptions)
             : runScript(environment, code, runOptions);
         });
+        saved = leftSavedOutputs(result);
+        return result;
       } finally {
         pool?.refillSoon(environment);
-        pruneSoon(environment.outputRoot);
+        pruneSoon(prepared, saved);
       }
     },
     async describe() {
@@ -213,10 +222,11 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
       return tracking.addSession(
         new InterpreterSession({
           context: tracking.sessionContext(async () => {
-            const { environment } = await prepare();
+            const prepared = await prepare();
             // Asked for when the session starts (or restarts) its interpreter; runs ask after each run.
-            pruneSoon(environment.outputRoot);
-            return environment;
+            sessionStarted = true;
+            pruneSoon(prepared, true);
+            return prepared.environment;
           }),
           limits: sessionLimits,
           idleTimeoutMs,
@@ -225,9 +235,9 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
     },
     async close() {
       await tracking.close({ pool, closeSources: () => preparation.closeSources() });
-      // What the last runs saved is pruned before close resolves (a scheduled prune would otherwise be dropped).
-      await pruner?.pruneNow();
-      await pruner?.close();
+      // What the last runs saved is pruned before close resolves (a scheduled prune would otherwise be dropped); the
+      // cells of sessions are not seen one by one, so a codecall that started one prunes at close.
+      await pruner?.close({ saved: sessionStarted });
     },
   };
   preparations.set(codecall, prepare);

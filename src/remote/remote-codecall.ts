@@ -15,7 +15,12 @@ import {
   preparedOf,
 } from '../engine/codecall.js';
 import { outputPathsOf } from '../engine/result/finish-result.js';
-import { OutputsPruner, type OutputsRetention, resolveOutputsRetention } from '../engine/result/outputs-retention.js';
+import {
+  leftSavedOutputs,
+  OutputsPruner,
+  type OutputsRetention,
+  resolveOutputsRetention,
+} from '../engine/result/outputs-retention.js';
 import { checkCode } from '../engine/supervise/check-code.js';
 import { type RunEventListener, runEventsFor } from '../engine/supervise/run-events.js';
 import type { CellOptions, CodecallSession, SessionOptions } from '../engine/supervise/session.js';
@@ -314,14 +319,18 @@ class FleetAgent {
     }
     if (worker.result !== undefined) {
       this.#prepared ??= preparedOf(this.#local);
-      const { environment } = await this.#prepared;
-      this.#pruner ??= new OutputsPruner(environment.outputRoot, this.#outputsRetention);
-      this.#pruner.schedule();
+      const prepared = await this.#prepared;
+      const { environment } = prepared;
       const result = await unpackRunFiles(
         worker.result,
         'failure' in reply ? {} : reply,
         outputPathsOf(environment.outputRoot, remoteRunFolder(runId)),
       );
+      // Asked for once the run's files are written here, so that close() bounds them.
+      this.#pruner ??= new OutputsPruner(environment.outputRoot, this.#outputsRetention, {
+        stampDirectory: prepared.hostCacheDirectory,
+      });
+      this.#pruner.schedule(leftSavedOutputs(result));
       const { artifacts: _sent, fullOutput: _sentOutput, ...rest } = worker;
       worker = { ...rest, result };
       runEventsFor(submission.onEvent, { redactSecrets: this.#redactSecrets })?.end(result);
