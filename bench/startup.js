@@ -139,41 +139,48 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
   if (wanted(STARTUP_FIGURES[2])) {
     print('codecall run with saved outputs…');
     const environment = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
+    // Traversable by the run's uid, as the row above and the default state folder are.
+    const parent = mkdtempSync(join(tmpdir(), 'codecall-bench-outputs-'));
+    chmodSync(parent, 0o711);
     const commandIn = (name) => {
-      const folder = join(stateDir, name);
+      const folder = join(parent, name);
       mkdirSync(folder, { recursive: true });
       writeFileSync(join(folder, 'print.py'), 'print(1)\n');
       writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ stateDir: join(folder, 'state') }));
       return { folder, command: [CLI, 'run', '--config', join(folder, 'codecall.json'), join(folder, 'print.py')] };
     };
-    const full = commandIn('cli-saved-outputs');
-    const empty = commandIn('cli-no-saved-outputs');
-    // The first commands make the state folders and fill their caches, as a user's would be.
-    await timeSpawn(process.execPath, full.command, { env: environment });
-    await timeSpawn(process.execPath, empty.command, { env: environment });
-    // A day of runs that saved something: an artifacts folder of two files and a full stdout file per run, up to the
-    // default retention's 500 entries (so every prune keeps them all).
-    const outputs = join(full.folder, 'state', 'outputs');
-    for (let run = 0; run < SAVED_OUTPUT_ENTRIES / 2; run += 1) {
-      const name = run.toString(16).padStart(16, '0');
-      mkdirSync(join(outputs, name), { recursive: true });
-      writeFileSync(join(outputs, name, 'a.png'), 'x\n');
-      writeFileSync(join(outputs, name, 'b.csv'), 'y\n');
-      writeFileSync(join(outputs, `${name}-stdout.txt`), 'z\n');
+    try {
+      const full = commandIn('cli-saved-outputs');
+      const empty = commandIn('cli-no-saved-outputs');
+      // The first commands make the state folders and fill their caches, as a user's would be.
+      await timeSpawn(process.execPath, full.command, { env: environment });
+      await timeSpawn(process.execPath, empty.command, { env: environment });
+      // A day of runs that saved something: an artifacts folder of two files and a full stdout file per run, up to the
+      // default retention's 500 entries (so every prune keeps them all).
+      const outputs = join(full.folder, 'state', 'outputs');
+      for (let run = 0; run < SAVED_OUTPUT_ENTRIES / 2; run += 1) {
+        const name = run.toString(16).padStart(16, '0');
+        mkdirSync(join(outputs, name), { recursive: true });
+        writeFileSync(join(outputs, name, 'a.png'), 'x\n');
+        writeFileSync(join(outputs, name, 'b.csv'), 'y\n');
+        writeFileSync(join(outputs, `${name}-stdout.txt`), 'z\n');
+      }
+      const withOutputs = [];
+      const withoutOutputs = [];
+      for (let run = 0; run < Math.max(5, Math.round(runs / 4)); run += 1) {
+        withOutputs.push(await timeSpawn(process.execPath, full.command, { env: environment }));
+        withoutOutputs.push(await timeSpawn(process.execPath, empty.command, { env: environment }));
+      }
+      rows.push({
+        figure: `codecall run print(1) with ${SAVED_OUTPUT_ENTRIES} saved outputs, whole command`,
+        unit: 'ms',
+        value: median(withOutputs),
+        baseline: median(withoutOutputs),
+        baselineName: 'the same command, no saved outputs',
+      });
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
     }
-    const withOutputs = [];
-    const withoutOutputs = [];
-    for (let run = 0; run < Math.max(5, Math.round(runs / 4)); run += 1) {
-      withOutputs.push(await timeSpawn(process.execPath, full.command, { env: environment }));
-      withoutOutputs.push(await timeSpawn(process.execPath, empty.command, { env: environment }));
-    }
-    rows.push({
-      figure: `codecall run print(1) with ${SAVED_OUTPUT_ENTRIES} saved outputs, whole command`,
-      unit: 'ms',
-      value: median(withOutputs),
-      baseline: median(withoutOutputs),
-      baselineName: 'the same command, no saved outputs',
-    });
   }
 
   if (wanted(STARTUP_FIGURES[3])) {
