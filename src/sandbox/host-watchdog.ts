@@ -43,10 +43,11 @@ while True:
         words = line.split()
         if len(words) == 2 and words[0] == b"hold":
             held.add(int(words[1]))
-        elif len(words) == 3 and words[0] == b"release":
+        elif len(words) == 3 and words[0] in (b"release", b"kill"):
             uid = int(words[1])
             done = kill_all_of(uid)
-            held.discard(uid)
+            if words[0] == b"release":
+                held.discard(uid)
             os.write(1, b"released %s %d\\n" % (words[2], 0 if done else 1))
 for uid in held:
     kill_all_of(uid)
@@ -109,6 +110,15 @@ export class HostWatchdog {
 
   /** Kills every process of `uid` and forgets it; resolves false when that could not be done. */
   release(uid: number): Promise<boolean> {
+    return this.#order('release', uid);
+  }
+
+  /** Kills every process of `uid` and keeps watching it (the run still holds it); false when that could not be done. */
+  kill(uid: number): Promise<boolean> {
+    return this.#order('kill', uid);
+  }
+
+  #order(command: 'release' | 'kill', uid: number): Promise<boolean> {
     if (!this.alive) return Promise.resolve(false);
     const id = this.nextId;
     this.nextId += 1;
@@ -116,7 +126,7 @@ export class HostWatchdog {
     (this.child.stdout as unknown as { ref?: () => void } | null)?.ref?.();
     return new Promise<boolean>((resolve) => {
       this.waiting.set(id, resolve);
-      this.child.stdin?.write(`release ${uid} ${id}\n`);
+      this.child.stdin?.write(`${command} ${uid} ${id}\n`);
     }).finally(() => {
       if (this.waiting.size === 0) (this.child.stdout as unknown as { unref?: () => void } | null)?.unref?.();
     });
@@ -149,4 +159,13 @@ export function holdRunUid(pythonExecutable: string, uid: number): void {
 export async function releaseRunUid(pythonExecutable: string, uid: number): Promise<boolean> {
   heldUids.delete(uid);
   return currentWatchdog(pythonExecutable).release(uid);
+}
+
+/**
+ * Kills every process of `uid` through the watchdog while the run still holds it (a daemon the script left, before
+ * the host deletes the run's directory); resolves false when the watchdog could not do it (the caller kills another
+ * way).
+ */
+export async function killRunUidProcesses(pythonExecutable: string, uid: number): Promise<boolean> {
+  return currentWatchdog(pythonExecutable).kill(uid);
 }

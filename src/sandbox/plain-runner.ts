@@ -2,7 +2,7 @@ import { realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { BootVariable } from '../core/launch-layout.js';
 import { isInside } from '../core/paths.js';
-import { holdRunUid, releaseRunUid } from './host-watchdog.js';
+import { holdRunUid, killRunUidProcesses, releaseRunUid } from './host-watchdog.js';
 import { interpreterRoots } from './interpreter-roots.js';
 import {
   createReachableNamespace,
@@ -11,7 +11,14 @@ import {
   type ReachableRoot,
   unreachableRoots,
 } from './reachable-namespace.js';
-import { configuredRunUidRange, handRunTo, type RunUidOptions, runUidAllocator, runUidsAvailable } from './run-uids.js';
+import {
+  configuredRunUidRange,
+  handRunTo,
+  killEveryProcessOf,
+  type RunUidOptions,
+  runUidAllocator,
+  runUidsAvailable,
+} from './run-uids.js';
 import type { LaunchRequest, PreparedLaunch, RunsAhead, SandboxRunner } from './runner.js';
 import { defaultSandboxFilesDirectory, ensureSandboxFilesDirectory } from './sandbox-files.js';
 import { findNsenter } from './staging-namespace.js';
@@ -172,6 +179,11 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
         return {
           plan,
           containment: {
+            // A daemon the script left (setsid, out of the process group) goes before the host deletes the run's
+            // directory: alive, it could swap a folder there for a link while the removal walks it.
+            killAll: async () => {
+              if (!(await killRunUidProcesses(python, lease.uid))) await killEveryProcessOf(lease.uid);
+            },
             // Everything still running as the run's uid goes (a daemon the script left), then the uid is free.
             dispose: async () => {
               const killed = await releaseRunUid(python, lease.uid);

@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { CodecallOptions } from '../../src/engine/codecall.js';
 import { runUidAllocator } from '../../src/sandbox/run-uids.js';
@@ -272,5 +274,42 @@ describe.skipIf(!asRoot)('a run without a sandbox is fully dead before its uid i
     expect(isRunUid(uid)).toBe(true);
     expect(await eventually(() => !processAlive(daemon))).toBe(true);
     expect(await eventually(() => !runUidAllocator().heldUids.includes(uid))).toBe(true);
+  });
+
+  it('its daemon is dead before the host deletes the run directory (it could swap a folder there for a link)', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'codecall-daemon-'));
+    try {
+      const codecall = codecallWith({ sandbox: 'none', stateDir });
+      // The daemon fills a folder of the run directory as fast as it can: alive while the host removes that directory,
+      // it makes the removal fail (a folder never empty) and the directory stays behind.
+      const result = await codecall.execute(
+        [
+          'import os, time',
+          'reader, writer = os.pipe()',
+          'if os.fork() == 0:',
+          '    os.setsid()',
+          '    if os.fork() == 0:',
+          '        os.makedirs("busy", exist_ok=True)',
+          '        os.write(writer, b"%d" % os.getpid())',
+          '        count = 0',
+          '        while True:',
+          '            try:',
+          '                open("busy/%d" % (count % 64), "w").close()',
+          '            except OSError:',
+          '                pass',
+          '            count += 1',
+          '    os._exit(0)',
+          'print(os.read(reader, 32).decode())',
+          'time.sleep(0.2)',
+        ].join('\n'),
+      );
+      expect(result.status).toBe('success');
+      const daemon = Number(result.stdout.trim());
+      await codecall.close();
+      expect(processAlive(daemon)).toBe(false);
+      expect(readdirSync(join(stateDir, 'runs'))).toEqual([]);
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
   });
 });
