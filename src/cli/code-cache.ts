@@ -6,13 +6,13 @@ import {
   lstatSync,
   openSync,
   readdirSync,
-  readSync,
   renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { hostCacheDirectory } from '../core/host-cache.js';
+import { readExactly, readOwnedFile } from '../core/owned-file.js';
 import { defaultStateRoot, makeOwnedDirectory } from '../core/state-folders.js';
 
 /**
@@ -76,7 +76,8 @@ const MAX_BUNDLE_BYTES = 64 * 1024 * 1024;
 
 /**
  * Reads the bundle once, from one descriptor, with the key of its code cache: from the file's identity when it is
- * settled and did not change while it was read, from its text otherwise. Undefined when there is no bundle to read.
+ * settled and did not change while it was read, from its text otherwise. Undefined when there is no bundle to read,
+ * or it could not be read whole (then the plain modules run).
  */
 export function readBundle(path: string): { readonly source: string; readonly key: string } | undefined {
   let descriptor: number;
@@ -88,16 +89,11 @@ export function readBundle(path: string): { readonly source: string; readonly ke
   try {
     const before = fstatSync(descriptor, { bigint: true });
     if (!before.isFile() || before.size > BigInt(MAX_BUNDLE_BYTES)) return undefined;
-    const buffer = Buffer.allocUnsafe(Number(before.size));
-    let filled = 0;
-    while (filled < buffer.length) {
-      const read = readSync(descriptor, buffer, filled, buffer.length - filled, filled);
-      if (read === 0) break;
-      filled += read;
-    }
-    const source = buffer.toString('utf8', 0, filled);
+    const bytes = readExactly(descriptor, Number(before.size));
+    if (bytes === undefined) return undefined;
+    const source = bytes.toString('utf8');
     const after = fstatSync(descriptor, { bigint: true });
-    const unchanged = filled === buffer.length && after.size === before.size && after.ctimeNs === before.ctimeNs;
+    const unchanged = after.size === before.size && after.ctimeNs === before.ctimeNs;
     // ctime is wall-clock time: compared with the wall clock.
     const now = BigInt(Date.now()) * 1_000_000n;
     const key = (unchanged ? fileCodeCacheKey(after, now) : undefined) ?? codeCacheKey(source);
@@ -133,27 +129,11 @@ export function codeCacheFileName(bundleFile: string): string {
 export function readCodeCache(key: string, bundleFile: string): Buffer | undefined {
   const directory = cacheDirectory();
   if (directory === undefined) return undefined;
-  let descriptor: number | undefined;
-  try {
-    descriptor = openSync(join(directory, codeCacheFileName(bundleFile)), constants.O_RDONLY | constants.O_NOFOLLOW);
-    const stats = fstatSync(descriptor);
-    const uid = process.getuid?.();
-    if (!stats.isFile() || (uid !== undefined && stats.uid !== uid) || (stats.mode & 0o022) !== 0) return undefined;
-    if (stats.size <= KEY_BYTES || stats.size > MAX_CODE_CACHE_BYTES) return undefined;
-    const buffer = Buffer.allocUnsafe(stats.size);
-    let filled = 0;
-    while (filled < buffer.length) {
-      const read = readSync(descriptor, buffer, filled, buffer.length - filled, filled);
-      if (read === 0) return undefined;
-      filled += read;
-    }
-    if (buffer.toString('latin1', 0, KEY_BYTES) !== key) return undefined;
-    return buffer.subarray(KEY_BYTES);
-  } catch {
+  const bytes = readOwnedFile(join(directory, codeCacheFileName(bundleFile)), MAX_CODE_CACHE_BYTES);
+  if (bytes === undefined || bytes.length <= KEY_BYTES || bytes.toString('latin1', 0, KEY_BYTES) !== key) {
     return undefined;
-  } finally {
-    if (descriptor !== undefined) closeSync(descriptor);
   }
+  return bytes.subarray(KEY_BYTES);
 }
 
 /**

@@ -1,16 +1,6 @@
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  lstatSync,
-  openSync,
-  readSync,
-  renameSync,
-  statSync,
-  unlinkSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, constants, lstatSync, openSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { readOwnedFile } from './owned-file.js';
 import { makeOwnedDirectory } from './state-folders.js';
 
 /**
@@ -60,29 +50,16 @@ export function readHostCache<Value>(directory: string, name: string, key: unkno
 
 /** The facts of the entry `name`, or undefined when there is no entry this code wrote and this user alone may. */
 function readFacts(directory: string, name: string): readonly StoredFact[] | undefined {
-  let descriptor: number | undefined;
+  const bytes = readOwnedFile(join(directory, fileName(name)), MAX_HOST_CACHE_BYTES);
+  if (bytes === undefined) return undefined;
   try {
-    descriptor = openSync(join(directory, fileName(name)), constants.O_RDONLY | constants.O_NOFOLLOW);
-    const stats = fstatSync(descriptor);
-    const uid = process.getuid?.();
-    if (!stats.isFile() || (uid !== undefined && stats.uid !== uid) || (stats.mode & 0o022) !== 0) return undefined;
-    if (stats.size > MAX_HOST_CACHE_BYTES) return undefined;
-    const buffer = Buffer.allocUnsafe(stats.size);
-    let filled = 0;
-    while (filled < buffer.length) {
-      const read = readSync(descriptor, buffer, filled, buffer.length - filled, filled);
-      if (read === 0) break;
-      filled += read;
-    }
-    const entry: unknown = JSON.parse(buffer.subarray(0, filled).toString('utf8'));
+    const entry: unknown = JSON.parse(bytes.toString('utf8'));
     if (typeof entry !== 'object' || entry === null) return undefined;
     const { version, facts } = entry as { version?: unknown; facts?: unknown };
     if (version !== FORMAT_VERSION || !Array.isArray(facts)) return undefined;
     return facts.filter((fact): fact is StoredFact => typeof fact === 'object' && fact !== null && 'key' in fact);
   } catch {
     return undefined;
-  } finally {
-    if (descriptor !== undefined) closeSync(descriptor);
   }
 }
 
