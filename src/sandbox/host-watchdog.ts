@@ -9,7 +9,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
  * signal would miss), then exits. It also does the kill at the end of each run, so the host need not fork for it.
  */
 
-/** The watchdog: reads `hold UID` and `release UID ID` lines; answers `released ID STATUS`; kills all held at EOF. */
+/**
+ * The watchdog: reads `hold UID`, `kill UID ID` (kill, keep holding), `release UID ID` (kill, stop holding) and
+ * `forget UID ID` (stop holding, nothing of it is left) lines; answers `released ID STATUS`; kills all held at EOF.
+ */
 const WATCHDOG_SCRIPT = `
 import os
 held = set()
@@ -43,10 +46,10 @@ while True:
         words = line.split()
         if len(words) == 2 and words[0] == b"hold":
             held.add(int(words[1]))
-        elif len(words) == 3 and words[0] in (b"release", b"kill"):
+        elif len(words) == 3 and words[0] in (b"release", b"kill", b"forget"):
             uid = int(words[1])
-            done = kill_all_of(uid)
-            if words[0] == b"release":
+            done = words[0] == b"forget" or kill_all_of(uid)
+            if words[0] != b"kill":
                 held.discard(uid)
             os.write(1, b"released %s %d\\n" % (words[2], 0 if done else 1))
 for uid in held:
@@ -113,12 +116,17 @@ export class HostWatchdog {
     return this.#order('release', uid);
   }
 
+  /** Forgets `uid` without a kill (everything of it was killed already); resolves false when not told. */
+  forget(uid: number): Promise<boolean> {
+    return this.#order('forget', uid);
+  }
+
   /** Kills every process of `uid` and keeps watching it (the run still holds it); false when that could not be done. */
   kill(uid: number): Promise<boolean> {
     return this.#order('kill', uid);
   }
 
-  #order(command: 'release' | 'kill', uid: number): Promise<boolean> {
+  #order(command: 'release' | 'kill' | 'forget', uid: number): Promise<boolean> {
     if (!this.alive) return Promise.resolve(false);
     const id = this.nextId;
     this.nextId += 1;
@@ -159,6 +167,15 @@ export function holdRunUid(pythonExecutable: string, uid: number): void {
 export async function releaseRunUid(pythonExecutable: string, uid: number): Promise<boolean> {
   heldUids.delete(uid);
   return currentWatchdog(pythonExecutable).release(uid);
+}
+
+/**
+ * Stops watching `uid` without killing (its processes were all killed since the last one could start); resolves false
+ * when the watchdog could not be told (the caller kills another way, as after a failed release).
+ */
+export async function forgetRunUid(pythonExecutable: string, uid: number): Promise<boolean> {
+  heldUids.delete(uid);
+  return currentWatchdog(pythonExecutable).forget(uid);
 }
 
 /**

@@ -2,7 +2,7 @@ import { realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { BootVariable } from '../core/launch-layout.js';
 import { isInside } from '../core/paths.js';
-import { holdRunUid, killRunUidProcesses, releaseRunUid } from './host-watchdog.js';
+import { forgetRunUid, holdRunUid, killRunUidProcesses, releaseRunUid } from './host-watchdog.js';
 import { interpreterRoots } from './interpreter-roots.js';
 import {
   createReachableNamespace,
@@ -176,17 +176,21 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
                 cwd: '/',
                 inheritedFileDescriptors: [reachable.descriptor],
               };
+        // Set once every process of the uid was killed: none can start again (only the host runs as it), so the
+        // release at the end need not kill a second time.
+        let killedAll = false;
         return {
           plan,
           containment: {
             // A daemon the script left (setsid, out of the process group) goes before the host deletes the run's
             // directory: alive, it could swap a folder there for a link while the removal walks it.
             killAll: async () => {
-              if (!(await killRunUidProcesses(python, lease.uid))) await killEveryProcessOf(lease.uid);
+              killedAll =
+                (await killRunUidProcesses(python, lease.uid)) || (await killEveryProcessOf(lease.uid)) || killedAll;
             },
             // Everything still running as the run's uid goes (a daemon the script left), then the uid is free.
             dispose: async () => {
-              const killed = await releaseRunUid(python, lease.uid);
+              const killed = killedAll ? await forgetRunUid(python, lease.uid) : await releaseRunUid(python, lease.uid);
               await lease.release({ killRemaining: !killed });
             },
           },
