@@ -102,23 +102,17 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
 
   if (wanted(STARTUP_FIGURES[1])) {
     print('codecall run…');
-    // A folder the run's uid can traverse, like the default state folder (`<tmpdir>/codecall-<uid>`, 0711, in /tmp):
-    // behind a private folder (mkdtemp makes them 0700) every run would first enter a mount namespace made to reach it.
-    const folder = mkdtempSync(join(tmpdir(), 'codecall-bench-cli-'));
-    chmodSync(folder, 0o711);
+    const parent = traversableFolder('codecall-bench-cli-');
     try {
-      writeFileSync(join(folder, 'print.py'), 'print(1)\n');
-      writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ stateDir: join(folder, 'state') }));
-      const command = [CLI, 'run', '--config', join(folder, 'codecall.json'), join(folder, 'print.py')];
-      const environment = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
+      const { command } = printCommandIn(parent, 'cli');
       // The first command fills the state folder's cache: every later process finds it, as a user's would.
-      await timeSpawn(process.execPath, command, { env: environment });
+      await timeCommand(command);
       const whole = [];
       const bare = [];
-      for (let run = 0; run < Math.max(5, Math.round(runs / 4)); run += 1) {
-        whole.push(await timeSpawn(process.execPath, command, { env: environment }));
+      for (let run = 0; run < commandRounds(runs); run += 1) {
+        whole.push(await timeCommand(command));
         bare.push(
-          (await timeSpawn(process.execPath, ['-e', '0'], { env: environment })) +
+          (await timeSpawn(process.execPath, ['-e', '0'], { env: COMMAND_ENVIRONMENT })) +
             (await timeSpawn(interpreter.executable, ['-S', '-c', 'pass'])),
         );
       }
@@ -132,29 +126,19 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
         met: median(whole) <= 2 * median(bare),
       });
     } finally {
-      rmSync(folder, { recursive: true, force: true });
+      rmSync(parent, { recursive: true, force: true });
     }
   }
 
   if (wanted(STARTUP_FIGURES[2])) {
     print('codecall run with saved outputs…');
-    const environment = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: process.env.HOME ?? '/' };
-    // Traversable by the run's uid, as the row above and the default state folder are.
-    const parent = mkdtempSync(join(tmpdir(), 'codecall-bench-outputs-'));
-    chmodSync(parent, 0o711);
-    const commandIn = (name) => {
-      const folder = join(parent, name);
-      mkdirSync(folder, { recursive: true });
-      writeFileSync(join(folder, 'print.py'), 'print(1)\n');
-      writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ stateDir: join(folder, 'state') }));
-      return { folder, command: [CLI, 'run', '--config', join(folder, 'codecall.json'), join(folder, 'print.py')] };
-    };
+    const parent = traversableFolder('codecall-bench-outputs-');
     try {
-      const full = commandIn('cli-saved-outputs');
-      const empty = commandIn('cli-no-saved-outputs');
+      const full = printCommandIn(parent, 'cli-saved-outputs');
+      const empty = printCommandIn(parent, 'cli-no-saved-outputs');
       // The first commands make the state folders and fill their caches, as a user's would be.
-      await timeSpawn(process.execPath, full.command, { env: environment });
-      await timeSpawn(process.execPath, empty.command, { env: environment });
+      await timeCommand(full.command);
+      await timeCommand(empty.command);
       // A day of runs that saved something: an artifacts folder of two files and a full stdout file per run, up to the
       // default retention's 500 entries (so every prune keeps them all).
       const outputs = join(full.folder, 'state', 'outputs');
@@ -167,9 +151,9 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
       }
       const withOutputs = [];
       const withoutOutputs = [];
-      for (let run = 0; run < Math.max(5, Math.round(runs / 4)); run += 1) {
-        withOutputs.push(await timeSpawn(process.execPath, full.command, { env: environment }));
-        withoutOutputs.push(await timeSpawn(process.execPath, empty.command, { env: environment }));
+      for (let run = 0; run < commandRounds(runs); run += 1) {
+        withOutputs.push(await timeCommand(full.command));
+        withoutOutputs.push(await timeCommand(empty.command));
       }
       rows.push({
         figure: `codecall run print(1) with ${SAVED_OUTPUT_ENTRIES} saved outputs, whole command`,
@@ -338,6 +322,41 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
     await plain.close();
   }
   return rows;
+}
+
+/** The environment of the measured commands: PATH and HOME, as a user's shell passes them (nothing else). */
+const COMMAND_ENVIRONMENT = {
+  PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+  HOME: process.env.HOME ?? '/',
+};
+
+/** Whole commands measured per row: a quarter of the runs, at least five (each takes a few hundred milliseconds). */
+function commandRounds(runs) {
+  return Math.max(5, Math.round(runs / 4));
+}
+
+/**
+ * A new folder the run's uid can traverse, like the default state folder (`<tmpdir>/codecall-<uid>`, 0711): behind a
+ * private folder (mkdtemp makes them 0700) every run would first enter a mount namespace made to reach it.
+ */
+function traversableFolder(prefix) {
+  const folder = mkdtempSync(join(tmpdir(), prefix));
+  chmodSync(folder, 0o711);
+  return folder;
+}
+
+/** A folder `name` in `parent` with print.py and a codecall.json keeping its state inside, and the command running it. */
+function printCommandIn(parent, name) {
+  const folder = join(parent, name);
+  mkdirSync(folder, { recursive: true });
+  writeFileSync(join(folder, 'print.py'), 'print(1)\n');
+  writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ stateDir: join(folder, 'state') }));
+  return { folder, command: [CLI, 'run', '--config', join(folder, 'codecall.json'), join(folder, 'print.py')] };
+}
+
+/** Wall time of the `codecall` command with these arguments, in a fresh process. */
+function timeCommand(command) {
+  return timeSpawn(process.execPath, command, { env: COMMAND_ENVIRONMENT });
 }
 
 /**
