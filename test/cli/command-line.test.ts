@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { readCgroupLayout } from '../../src/sandbox/cgroups.js';
 import { defaultRunUidLockDirectory } from '../../src/sandbox/run-uids.js';
+import { processAlive } from '../support/codecall-fixture.js';
 import { type Completed, runToCompletion } from '../support/completed-process.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -127,15 +128,6 @@ function entriesOf(directory: string): string[] {
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Run cgroups (`codecall-<host pid>-...`) and run-uid locks whose host process is gone. */
 function orphanedRunResources(): string[] {
   const layout = readCgroupLayout();
@@ -149,13 +141,13 @@ function orphanedRunResources(): string[] {
   for (const parent of parents) {
     for (const name of entriesOf(parent)) {
       const match = /^codecall-(\d+)-/.exec(name);
-      if (match && !isAlive(Number(match[1]))) orphaned.push(join(parent, name));
+      if (match && !processAlive(Number(match[1]))) orphaned.push(join(parent, name));
     }
   }
   const locks = defaultRunUidLockDirectory();
   for (const uid of entriesOf(locks).filter((name) => !name.startsWith('.'))) {
     const owners = entriesOf(join(locks, uid));
-    if (owners.some((owner) => !isAlive(Number(owner.split('-')[0])))) orphaned.push(join(locks, uid));
+    if (owners.some((owner) => !processAlive(Number(owner.split('-')[0])))) orphaned.push(join(locks, uid));
   }
   return orphaned;
 }
