@@ -252,22 +252,30 @@ describe.each([
   );
 });
 
+/**
+ * A script that leaves a daemon (setsid, double-forked) running `daemon` after `prepare`; the daemon writes its pid to
+ * `reader` first, and the script then runs `then`.
+ */
+function daemonScript(daemon: readonly string[], then: readonly string[], prepare = 'pass'): string {
+  return [
+    'import os, time',
+    'reader, writer = os.pipe()',
+    'if os.fork() == 0:',
+    '    os.setsid()',
+    '    if os.fork() == 0:',
+    `        ${prepare}`,
+    '        os.write(writer, b"%d" % os.getpid())',
+    ...daemon.map((line) => `        ${line}`),
+    '    os._exit(0)',
+    ...then,
+  ].join('\n');
+}
+
 describe.skipIf(!asRoot)('a run without a sandbox is fully dead before its uid is given again', () => {
   it('its setsid, double-forked daemon is killed when the run ends', async () => {
     const codecall = codecallWith({ sandbox: 'none' });
     const result = await codecall.execute(
-      [
-        'import os, time',
-        'reader, writer = os.pipe()',
-        'if os.fork() == 0:',
-        '    os.setsid()',
-        '    if os.fork() == 0:',
-        '        os.write(writer, b"%d" % os.getpid())',
-        '        while True:',
-        '            time.sleep(0.1)',
-        '    os._exit(0)',
-        'print(os.read(reader, 32).decode(), os.getuid())',
-      ].join('\n'),
+      daemonScript(['while True:', '    time.sleep(0.1)'], ['print(os.read(reader, 32).decode(), os.getuid())']),
     );
     expect(result.status).toBe('success');
     const [daemon, uid] = result.stdout.trim().split(' ').map(Number) as [number, number];
@@ -283,25 +291,19 @@ describe.skipIf(!asRoot)('a run without a sandbox is fully dead before its uid i
       // The daemon fills a folder of the run directory as fast as it can: alive while the host removes that directory,
       // it makes the removal fail (a folder never empty) and the directory stays behind.
       const result = await codecall.execute(
-        [
-          'import os, time',
-          'reader, writer = os.pipe()',
-          'if os.fork() == 0:',
-          '    os.setsid()',
-          '    if os.fork() == 0:',
-          '        os.makedirs("busy", exist_ok=True)',
-          '        os.write(writer, b"%d" % os.getpid())',
-          '        count = 0',
-          '        while True:',
-          '            try:',
-          '                open("busy/%d" % (count % 64), "w").close()',
-          '            except OSError:',
-          '                pass',
-          '            count += 1',
-          '    os._exit(0)',
-          'print(os.read(reader, 32).decode())',
-          'time.sleep(0.2)',
-        ].join('\n'),
+        daemonScript(
+          [
+            'count = 0',
+            'while True:',
+            '    try:',
+            '        open("busy/%d" % (count % 64), "w").close()',
+            '    except OSError:',
+            '        pass',
+            '    count += 1',
+          ],
+          ['print(os.read(reader, 32).decode())', 'time.sleep(0.2)'],
+          'os.makedirs("busy", exist_ok=True)',
+        ),
       );
       expect(result.status).toBe('success');
       const daemon = Number(result.stdout.trim());
