@@ -1,8 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Job, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { CodecallAbortError, CodecallError, errorMessage } from '../core/errors.js';
+import { randomHex } from '../core/random-bytes.js';
 import type { ExecuteResult } from '../core/result.js';
 import { type Codecall, type CodecallOptions, createLocalCodecall } from '../engine/codecall.js';
 import type { RunEvent } from '../engine/supervise/run-events.js';
@@ -132,8 +132,7 @@ export async function startFleetWorker(options: FleetWorkerOptions): Promise<Fle
   if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
     throw new CodecallError('INVALID_CONFIG', `concurrency must be a positive integer (got ${concurrency})`);
   }
-  const id =
-    options.id ?? `${hostname().replace(/[^A-Za-z0-9_.-]/g, '-')}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const id = options.id ?? `${hostname().replace(/[^A-Za-z0-9_.-]/g, '-')}-${process.pid}-${randomHex(3)}`;
   if (!ID_PATTERN.test(id))
     throw new CodecallError('INVALID_CONFIG', `worker id must match ${ID_PATTERN} (got "${id}")`);
   const maxCodecalls = options.maxCodecalls ?? MAX_WORKER_CODECALLS;

@@ -1,10 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { CodecallAbortError, CodecallError, type CodecallErrorCode, errorMessage } from '../core/errors.js';
 import type { IsolationLevel } from '../core/isolation.js';
 import { type Limits, resolveCallLimits } from '../core/limits.js';
+import { randomHex } from '../core/random-bytes.js';
 import type { ExecuteResult, RemoteFailureReason } from '../core/result.js';
 import {
   type Codecall,
@@ -192,7 +192,7 @@ function resultOf(reply: WorkerReply | undefined): ExecuteResult {
  * calls of its runs come to its mailbox and are answered with the local codecall's tools.
  */
 class FleetAgent {
-  readonly id = randomBytes(8).toString('hex');
+  readonly id = randomHex(8);
   readonly keys: FleetKeys;
   readonly #address: FleetAddress;
   readonly #local: Codecall;
@@ -347,7 +347,7 @@ class FleetAgent {
       kind: submission.kind,
       agent: this.id,
       manifest,
-      nonce: randomBytes(8).toString('hex'),
+      nonce: randomHex(8),
       code: submission.code,
       limits: submission.limits,
       session: submission.session,
@@ -771,7 +771,7 @@ function lostResult(failure: RemoteFailure, submission: Submission): ExecuteResu
  * `worker_lost` with `stateLost`, and the next cell starts fresh on any worker.
  */
 class RemoteSession implements CodecallSession {
-  readonly id = randomBytes(8).toString('hex');
+  readonly id = randomHex(8);
   readonly #agent: FleetAgent;
   readonly #options: SessionOptions;
   #worker: string | undefined;

@@ -1,8 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
+import { randomHex } from '../core/random-bytes.js';
 import { holdMountNamespace } from './mount-namespace-holder.js';
 import { type MountTableEntry, writeMountTable } from './mount-table.js';
 import { findTool, outermostBlockingAncestor } from './staging-namespace.js';
@@ -113,7 +113,7 @@ export async function createReachableNamespace(
     );
   }
   mkdirSync(stageParent, { recursive: true, mode: 0o700 });
-  const stageDirectory = join(stageParent, `reach-${process.pid}-${randomBytes(4).toString('hex')}`);
+  const stageDirectory = join(stageParent, `reach-${process.pid}-${randomHex(4)}`);
   mkdirSync(stageDirectory, { mode: 0o700 });
   const stages = needed.map((entry, index) => {
     const stage = join(stageDirectory, String(index));

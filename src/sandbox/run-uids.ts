@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import {
   closeSync,
   existsSync,
@@ -17,6 +16,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { randomHex } from '../core/random-bytes.js';
 import type { LaunchRequest } from './runner.js';
 
 /**
@@ -232,7 +232,7 @@ export class RunUidAllocator {
    */
   async claim(): Promise<RunUidLease> {
     this.prepare();
-    const claim = join(this.lockDirectory, `${CLAIM_PREFIX}${this.owner}-${randomBytes(6).toString('hex')}`);
+    const claim = join(this.lockDirectory, `${CLAIM_PREFIX}${this.owner}-${randomHex(6)}`);
     mkdirSync(claim, { mode: 0o700 });
     closeSync(openSync(join(claim, this.owner), 'wx', 0o600));
     try {

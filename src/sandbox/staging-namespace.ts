@@ -1,8 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
+import { randomHex } from '../core/random-bytes.js';
 import { firstExecutable } from './executables.js';
 import { holdMountNamespace } from './mount-namespace-holder.js';
 import { writeMountTable } from './mount-table.js';
@@ -124,7 +124,7 @@ export async function createStagingNamespace(
 ): Promise<StagingNamespace> {
   const unshare = findTool('unshare');
   findTool('mount');
-  const stageDirectory = join(filesDirectory, `stage-${process.pid}-${randomBytes(4).toString('hex')}`);
+  const stageDirectory = join(filesDirectory, `stage-${process.pid}-${randomHex(4)}`);
   mkdirSync(stageDirectory, { mode: 0o711 });
   const mountPoints = roots.map((_, index) => join(stageDirectory, String(index)));
   for (const mountPoint of mountPoints) mkdirSync(mountPoint, { mode: 0o755 });

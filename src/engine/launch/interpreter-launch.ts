@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import { CodecallError } from '../../core/errors.js';
 import { BootVariable, CHANNEL_FILE_DESCRIPTOR, FIRST_INHERITED_FILE_DESCRIPTOR } from '../../core/launch-layout.js';
 import type { Limits } from '../../core/limits.js';
+import { randomHex } from '../../core/random-bytes.js';
 import type { WorkspaceMount } from '../../core/workspace-mount.js';
 import { openDirectChannel } from '../../rpc/channel-end.js';
 import type { ToolLookup } from '../../rpc/tool-call-server.js';
@@ -159,7 +159,7 @@ export async function launchInterpreter(
     });
     const workspace = workspaceViewFor(environment, directory.root);
     if (workspace !== undefined) scriptEnvironment[WORKSPACE_VARIABLE] = workspace.destination;
-    const outputNonce = options.mode === 'session' ? undefined : randomBytes(12).toString('hex');
+    const outputNonce = options.mode === 'session' ? undefined : randomHex(12);
     if (outputNonce !== undefined) scriptEnvironment[BootVariable.outputNonce] = outputNonce;
     prepared = await environment.runner.prepare({
       runId: options.runId,

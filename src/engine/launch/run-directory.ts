@@ -1,15 +1,15 @@
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { randomHex } from '../../core/random-bytes.js';
 
 /** File name of the script inside its run directory (what tracebacks show). */
 export const SCRIPT_FILE_NAME = 'script.py';
 
 /** A run id: 16 hex characters, safe as a file name. */
 export function createRunId(): string {
-  return randomBytes(8).toString('hex');
+  return randomHex(8);
 }
 
 /** Directories of one run. */

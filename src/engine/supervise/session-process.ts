@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import type { Limits } from '../../core/limits.js';
+import { randomHex } from '../../core/random-bytes.js';
 import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import type { LaunchedInterpreter, RunEnvironment } from '../launch/interpreter-launch.js';
 import { cellFrame } from './hand-over.js';
@@ -23,7 +23,7 @@ export class SessionProcess {
     this.launched = launched;
     this.environment = environment;
     // Random per interpreter, then the cell id: a script cannot guess a marker without reading the boot's memory.
-    this.#noncePrefix = randomBytes(6).toString('hex');
+    this.#noncePrefix = randomHex(6);
     this.#supervisor = supervisorFor(launched, environment, limits);
     void launched.exited.then(() => onExit(this));
     // An idle session interpreter does not keep the host alive.

@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import { CodecallAbortError, CodecallError } from '../../core/errors.js';
 import { type Limits, resolveCallLimits } from '../../core/limits.js';
+import { randomHex } from '../../core/random-bytes.js';
 import type { ExecuteResult } from '../../core/result.js';
 import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import { launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
@@ -84,7 +84,7 @@ export interface InterpreterSessionOptions {
 
 /** A session of one codecall; see {@link CodecallSession}. */
 export class InterpreterSession implements CodecallSession, SlotHolder {
-  readonly id = randomBytes(8).toString('hex');
+  readonly id = randomHex(8);
   readonly #context: SessionContext;
   readonly #limits: Limits;
   readonly #idleTimeoutMs: number;

@@ -1,0 +1,44 @@
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import { nodeCrypto } from './node-crypto.js';
+
+/**
+ * Random bytes for names and nonces the script must not be able to guess (run ids, the output nonce, temporary
+ * names), read synchronously from the kernel's random device instead of `node:crypto`, whose loading costs a one-shot
+ * run several milliseconds. The kernel's generator is where `randomBytes` gets its entropy too (OpenSSL seeds from
+ * it); where the device cannot be read, or is not a character device, `node:crypto` is loaded and used instead.
+ */
+
+/** The kernel's non-blocking random device. */
+export const RANDOM_DEVICE = '/dev/urandom';
+
+/** `size` bytes from `device` (a character device), or undefined when it cannot be opened or read whole. */
+export function readRandomDevice(size: number, device = RANDOM_DEVICE): Buffer | undefined {
+  let descriptor: number | undefined;
+  try {
+    descriptor = openSync(device, constants.O_RDONLY);
+    // A regular file in its place (a broken chroot or container image) would give the same bytes every time.
+    if (!fstatSync(descriptor).isCharacterDevice()) return undefined;
+    const bytes = Buffer.alloc(size);
+    let filled = 0;
+    while (filled < size) {
+      const read = readSync(descriptor, bytes, filled, size - filled, null);
+      if (read === 0) return undefined;
+      filled += read;
+    }
+    return bytes;
+  } catch {
+    return undefined;
+  } finally {
+    if (descriptor !== undefined) closeSync(descriptor);
+  }
+}
+
+/** `size` unpredictable bytes: from the random device (`device`, for tests), else from `node:crypto`. */
+export function randomBytes(size: number, device = RANDOM_DEVICE): Buffer {
+  return readRandomDevice(size, device) ?? nodeCrypto().randomBytes(size);
+}
+
+/** `size` unpredictable bytes as `2 * size` lowercase hex characters (a file name, an id, a nonce). */
+export function randomHex(size: number, device = RANDOM_DEVICE): string {
+  return randomBytes(size, device).toString('hex');
+}
