@@ -1,7 +1,9 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { fingerprint } from '../core/fingerprint.js';
+import { sha256Hex } from '../core/node-crypto.js';
+import { randomHex } from '../core/random-bytes.js';
 import { defaultStateRoot, makeOwnedDirectory, stateFolderName } from '../core/state-folders.js';
 
 /**
@@ -49,17 +51,39 @@ export function ensureSandboxFilesDirectory(directory: string): string {
   return directory;
 }
 
+/** Hex characters of the SHA-256 in a fallback name. */
+const HASHED_NAME_LENGTH = 16;
+
+/** The bytes of the file at `path`, or undefined when there is none (or it cannot be read). */
+function readIfPresent(path: string): Buffer | undefined {
+  try {
+    return readFileSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes `bytes` to `path` atomically (a temporary file renamed over it), mode 0644. */
+function writeAtomically(path: string, bytes: Buffer): void {
+  const temporary = `${path}.${randomHex(6)}.tmp`;
+  writeFileSync(temporary, bytes, { mode: 0o644 });
+  renameSync(temporary, path);
+}
+
 /**
- * Writes `content` once to `<directory>/<name>-<hash>` (atomically, mode 0644) and returns the path; the hash in the
- * name makes concurrent hosts agree without locks and a changed content a new file.
+ * Writes `content` once to `<directory>/<name>-<fingerprint>` (atomically, mode 0644) and returns the path; the
+ * fingerprint in the name makes concurrent hosts agree without locks and a changed content a new file. A file found
+ * there is used only when it holds `content` byte for byte: a fingerprint is no cryptographic hash, so another content
+ * may share it; then the file goes under `<name>-<SHA-256>`, reused on sight as before the fingerprints.
  */
 export function writeContentAddressedFile(directory: string, name: string, content: string | Buffer): string {
-  const digest = createHash('sha256').update(content).digest('hex').slice(0, 16);
-  const path = join(directory, `${name}-${digest}`);
-  if (!existsSync(path)) {
-    const temporary = `${path}.${randomBytes(6).toString('hex')}.tmp`;
-    writeFileSync(temporary, content, { mode: 0o644 });
-    renameSync(temporary, path);
-  }
-  return path;
+  const bytes = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
+  const path = join(directory, `${name}-${fingerprint([bytes])}`);
+  const found = readIfPresent(path);
+  if (found === undefined) writeAtomically(path, bytes);
+  // A concurrent host may have written it first: what counts is what the file holds now.
+  if ((found ?? readIfPresent(path))?.equals(bytes)) return path;
+  const hashed = join(directory, `${name}-${sha256Hex([bytes]).slice(0, HASHED_NAME_LENGTH)}`);
+  if (readIfPresent(hashed) === undefined) writeAtomically(hashed, bytes);
+  return hashed;
 }

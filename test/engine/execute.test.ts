@@ -389,7 +389,7 @@ describe('limits and cleanup', () => {
       expect(environment.GITHUB_TOKEN).toBeUndefined();
       expect(result.stdout).not.toContain('secret');
       // The interpreter's own commands (python, python3) first, then the system directories only.
-      expect(environment.PATH).toMatch(/^[^:]*\/modules\/bin-[0-9a-f]{24}:\/usr\/local\/bin:\/usr\/bin:\/bin$/);
+      expect(environment.PATH).toMatch(/^[^:]*\/modules\/bin-[0-9a-f]{16}:\/usr\/local\/bin:\/usr\/bin:\/bin$/);
       expect(environment.PYTHONUTF8).toBe('1');
       expect(environment.PYTHONDONTWRITEBYTECODE).toBe('1');
       expect(environment.PYTHONUNBUFFERED).toBe('1');

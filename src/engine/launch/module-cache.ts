@@ -1,14 +1,19 @@
 import { execFile } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { mkdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join, normalize, relative } from 'node:path';
+import { fingerprint } from '../../core/fingerprint.js';
+import { sha256Hex } from '../../core/node-crypto.js';
+import { randomHex } from '../../core/random-bytes.js';
 
 /** A Python source file, relative to the folder that goes on `sys.path`. */
 export interface ModuleFile {
   readonly path: string;
   readonly content: string;
 }
+
+/** Prefix of the folders of interpreter commands. */
+const INTERPRETER_COMMANDS_PREFIX = 'bin-';
 
 /** Time allowed for compiling a module folder to bytecode once. */
 const COMPILE_TIMEOUT_MS = 60_000;
@@ -32,45 +37,129 @@ function compile(executable: string, folder: string): Promise<void> {
 
 const materialized = new Map<string, Promise<string>>();
 
-/**
- * Writes Python files into `<modulesRoot>/<hash>/` once, compiled to bytecode with `python`, and returns that folder.
- * The hash covers the files and the interpreter, so identical inputs share one folder; concurrent writers race
- * safely (each writes a temporary folder, then renames it into place).
- */
-export function materializeModule(modulesRoot: string, files: readonly ModuleFile[], python: string): Promise<string> {
-  const hash = createHash('sha256').update(python).update('\0');
-  for (const file of files) hash.update(file.path).update('\0').update(file.content).update('\0');
-  const target = join(modulesRoot, hash.digest('hex').slice(0, 24));
-  let pending = materialized.get(target);
-  if (pending === undefined) {
-    pending = writeModule(target, modulesRoot, files, python);
-    materialized.set(target, pending);
-    pending.catch(() => materialized.delete(target));
+/** How a folder found under a name compares with what would be written there. */
+type FolderState = 'missing' | 'same' | 'different';
+
+/** Characters of a folder's name taken from a SHA-256 (the names of earlier versions, and the fallback). */
+const HASHED_NAME_LENGTH = 24;
+
+/** The state of `folder`, given a check of an existing directory's content. */
+function folderState(folder: string, holdsExpected: () => boolean): FolderState {
+  try {
+    if (!lstatSync(folder).isDirectory()) return 'different';
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : 'different';
   }
-  return pending;
+  try {
+    return holdsExpected() ? 'same' : 'different';
+  } catch {
+    return 'different';
+  }
 }
 
-async function writeModule(
+/**
+ * Whether `folder` holds exactly `files` (byte for byte, no other file, no link) beside the `__pycache__` folders
+ * compiled from them. Synchronous: a few small files, read where the thread pool's round trips would cost more.
+ */
+function holdsFiles(folder: string, files: ReadonlyMap<string, Buffer>): boolean {
+  let matched = 0;
+  const walk = (directory: string, prefix: string): boolean => {
+    for (const entry of readdirSync(directory, { withFileTypes: true })) {
+      const path = join(directory, entry.name);
+      const relativePath = prefix === '' ? entry.name : join(prefix, entry.name);
+      if (entry.isDirectory()) {
+        if (entry.name !== '__pycache__' && !walk(path, relativePath)) return false;
+        continue;
+      }
+      const expected = files.get(relativePath);
+      if (!entry.isFile() || expected === undefined || !readFileSync(path).equals(expected)) return false;
+      matched += 1;
+    }
+    return true;
+  };
+  return walk(folder, '') && matched === files.size;
+}
+
+/**
+ * Makes `target` by filling a temporary folder beside it and renaming it into place, so that concurrent writers race
+ * safely; losing the race to another writer is no failure.
+ * @throws the filling's error when there is still no `target` afterwards.
+ */
+async function writeFolder(
   target: string,
   modulesRoot: string,
-  files: readonly ModuleFile[],
-  python: string,
-): Promise<string> {
-  if (await exists(target)) return target;
-  const temporary = join(modulesRoot, `.tmp-${randomBytes(6).toString('hex')}`);
+  fill: (temporary: string) => Promise<void>,
+): Promise<void> {
+  const temporary = join(modulesRoot, `.tmp-${randomHex(6)}`);
   try {
-    for (const file of files) {
-      const path = join(temporary, file.path);
-      await mkdir(dirname(path), { recursive: true, mode: 0o755 });
-      await writeFile(path, file.content, { mode: 0o644 });
-    }
-    await compile(python, temporary);
+    await fill(temporary);
     await rename(temporary, target);
   } catch (error) {
     await rm(temporary, { recursive: true, force: true });
     if (!(await exists(target))) throw error;
   }
+}
+
+/**
+ * Places a content-addressed folder: under `named` (a fingerprint of the content) when the folder there holds what
+ * would be written, or is missing and gets written; otherwise (another content shares the fingerprint, which whoever
+ * chooses the content, say an upstream server's tool schemas, can arrange) under the SHA-256 name `hashed()`, reused on
+ * sight as before the fingerprints.
+ */
+async function placeFolder(
+  modulesRoot: string,
+  named: string,
+  hashed: () => string,
+  state: () => FolderState,
+  fill: (temporary: string) => Promise<void>,
+): Promise<string> {
+  let found = state();
+  if (found === 'missing') {
+    await writeFolder(named, modulesRoot, fill);
+    // Ours, or a concurrent writer's: checked like any folder found.
+    found = state();
+  }
+  if (found === 'same') return named;
+  const target = join(modulesRoot, hashed());
+  if (!(await exists(target))) await writeFolder(target, modulesRoot, fill);
   return target;
+}
+
+/**
+ * Writes Python files into a folder of `modulesRoot` once, compiled to bytecode with `python`, and returns that
+ * folder. Its name is a fingerprint of the files and the interpreter, so identical inputs share one folder, and one
+ * found under that name is used only when it holds exactly these files (see {@link placeFolder}); concurrent writers
+ * race safely (each writes a temporary folder, then renames it into place).
+ */
+export function materializeModule(modulesRoot: string, files: readonly ModuleFile[], python: string): Promise<string> {
+  const key = JSON.stringify([modulesRoot, python, files]);
+  let pending = materialized.get(key);
+  if (pending === undefined) {
+    pending = placeModule(modulesRoot, files, python);
+    materialized.set(key, pending);
+    pending.catch(() => materialized.delete(key));
+  }
+  return pending;
+}
+
+async function placeModule(modulesRoot: string, files: readonly ModuleFile[], python: string): Promise<string> {
+  const encoded = new Map(files.map((file) => [normalize(file.path), Buffer.from(file.content, 'utf8')]));
+  const parts = [python, ...files.flatMap((file) => [file.path, file.content])];
+  const named = join(modulesRoot, fingerprint([python, ...[...encoded].flat()]));
+  return await placeFolder(
+    modulesRoot,
+    named,
+    () => sha256Hex(parts).slice(0, HASHED_NAME_LENGTH),
+    () => folderState(named, () => holdsFiles(named, encoded)),
+    async (temporary) => {
+      for (const [path, bytes] of encoded) {
+        const target = join(temporary, path);
+        await mkdir(dirname(target), { recursive: true, mode: 0o755 });
+        await writeFile(target, bytes, { mode: 0o644 });
+      }
+      await compile(python, temporary);
+    },
+  );
 }
 
 /**
@@ -96,22 +185,35 @@ export function readPythonFiles(folder: string): ModuleFile[] {
 /** Commands that run the script's interpreter inside its sandbox (`subprocess.run(["python", ...])`). */
 export const INTERPRETER_COMMAND_NAMES: readonly string[] = Object.freeze(['python', 'python3']);
 
+/** Whether `folder` holds exactly the links of {@link INTERPRETER_COMMAND_NAMES} to `executable`. */
+function holdsInterpreterCommands(folder: string, executable: string): boolean {
+  const entries = readdirSync(folder, { withFileTypes: true });
+  return (
+    entries.length === INTERPRETER_COMMAND_NAMES.length &&
+    entries.every(
+      (entry) =>
+        INTERPRETER_COMMAND_NAMES.includes(entry.name) &&
+        entry.isSymbolicLink() &&
+        readlinkSync(join(folder, entry.name)) === executable,
+    )
+  );
+}
+
 /**
  * A folder holding `python` and `python3` as links to `executable`, made once per interpreter under `modulesRoot`
- * (renamed into place, so concurrent writers race safely). Scripts get it first on their PATH, read-only.
+ * (renamed into place, so concurrent writers race safely), named by a fingerprint of the path and used only when its
+ * links point there (see {@link placeFolder}). Scripts get it first on their PATH, read-only.
  */
 export async function materializeInterpreterCommands(modulesRoot: string, executable: string): Promise<string> {
-  const name = `bin-${createHash('sha256').update(executable).digest('hex').slice(0, 24)}`;
-  const target = join(modulesRoot, name);
-  if (await exists(target)) return target;
-  const temporary = join(modulesRoot, `.tmp-${randomBytes(6).toString('hex')}`);
-  try {
-    await mkdir(temporary, { mode: 0o755 });
-    for (const command of INTERPRETER_COMMAND_NAMES) await symlink(executable, join(temporary, command));
-    await rename(temporary, target);
-  } catch (error) {
-    await rm(temporary, { recursive: true, force: true });
-    if (!(await exists(target))) throw error;
-  }
-  return target;
+  const named = join(modulesRoot, `${INTERPRETER_COMMANDS_PREFIX}${fingerprint([executable])}`);
+  return await placeFolder(
+    modulesRoot,
+    named,
+    () => `${INTERPRETER_COMMANDS_PREFIX}${sha256Hex([executable]).slice(0, HASHED_NAME_LENGTH)}`,
+    () => folderState(named, () => holdsInterpreterCommands(named, executable)),
+    async (temporary) => {
+      await mkdir(temporary, { mode: 0o755 });
+      for (const command of INTERPRETER_COMMAND_NAMES) await symlink(executable, join(temporary, command));
+    },
+  );
 }
