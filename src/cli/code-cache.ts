@@ -1,4 +1,3 @@
-import { createHash, randomBytes } from 'node:crypto';
 import {
   closeSync,
   constants,
@@ -11,17 +10,22 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { fingerprint } from '../core/fingerprint.js';
 import { hostCacheDirectory } from '../core/host-cache.js';
+import { sha256Hex } from '../core/node-crypto.js';
 import { readExactly, readOwnedFile } from '../core/owned-file.js';
+import { randomHex } from '../core/random-bytes.js';
 import { defaultStateRoot, makeOwnedDirectory } from '../core/state-folders.js';
 
 /**
  * The V8 code cache of the bundled command, one file per installed bundle in the host cache folder of the default
  * state folder (private to this user: V8 runs what the cache holds, so nobody else may write it). The file starts with
  * the key it was made for, because V8 checks its own version and flags but of the source only the length. The key is
- * taken from the bundle file's identity (device, inode, size, times) rather than a hash of its 700 KB on every start.
- * One file per bundle path: two installs of the command started in turn would otherwise replace each other's cache on
- * every start.
+ * taken from the bundle file's identity (device, inode, size, times), written out as it is, rather than a hash of its
+ * 700 KB on every start. One file per bundle path, named by a fingerprint of the path: two installs of the command
+ * started in turn would otherwise replace each other's cache on every start; two paths sharing a fingerprint only
+ * miss each other's cache (the key inside is checked). Nothing here loads `node:crypto` on a start whose bundle has
+ * settled (see src/core/node-crypto.ts).
  */
 
 /** Prefix of the code cache files in the host cache folder. */
@@ -30,12 +34,20 @@ export const CODE_CACHE_FILE = 'cli-code-cache';
 export const STALE_CODE_CACHE_MS = 7 * 24 * 60 * 60 * 1000;
 /** Largest code cache read; a bigger file is not one this code wrote. */
 export const MAX_CODE_CACHE_BYTES = 32 * 1024 * 1024;
-/** Bytes of the key at the head of the file (a hex SHA-256). */
-const KEY_BYTES = 64;
+/** Bytes of the key at the head of the file: a key shorter than this is padded with spaces. */
+export const CODE_CACHE_KEY_BYTES = 128;
 
-/** What a cache is valid for: the bundle's text, and the Node.js (so V8) that compiled it. */
+/** `text` as a key of {@link CODE_CACHE_KEY_BYTES} characters: padded, or its SHA-256 when it is longer. */
+function fixedLengthKey(text: string): string {
+  return (text.length <= CODE_CACHE_KEY_BYTES ? text : sha256Hex([text])).padEnd(CODE_CACHE_KEY_BYTES, ' ');
+}
+
+/**
+ * What a cache is valid for: the bundle's text, and the Node.js (so V8) that compiled it. Hashed with SHA-256: only a
+ * bundle changed moments ago is keyed by its text, and a fingerprint of a text could be made to match another's.
+ */
 export function codeCacheKey(source: string): string {
-  return createHash('sha256').update(`${process.version}\0${process.arch}\0`).update(source).digest('hex');
+  return fixedLengthKey(sha256Hex([`${process.version}\0${process.arch}`, source]));
 }
 
 /**
@@ -65,10 +77,9 @@ export interface FileIdentity {
 export function fileCodeCacheKey(identity: FileIdentity, nowNs: bigint): string | undefined {
   if (nowNs - identity.ctimeNs < SETTLED_FILE_AGE_NS) return undefined;
   const { dev, ino, size, mtimeNs, ctimeNs } = identity;
-  // Prefixed apart from codeCacheKey's input, whose text starts with a `v`: the two kinds of key never collide.
-  return createHash('sha256')
-    .update(`file\0${process.version}\0${process.arch}\0${dev}\0${ino}\0${size}\0${mtimeNs}\0${ctimeNs}`)
-    .digest('hex');
+  // The identity itself, not a hash of it (about 110 characters at most): distinct identities are distinct keys, and
+  // the `file` prefix keeps them apart from codeCacheKey's hex digests.
+  return fixedLengthKey(`file\0${process.version}\0${process.arch}\0${dev}\0${ino}\0${size}\0${mtimeNs}\0${ctimeNs}`);
 }
 
 /** Largest bundle read; a bigger file is not one the build wrote. */
@@ -119,7 +130,7 @@ function cacheDirectory(): string | undefined {
 
 /** Name of the code cache file of the bundle at `bundleFile` (an absolute path). */
 export function codeCacheFileName(bundleFile: string): string {
-  return `${CODE_CACHE_FILE}-${createHash('sha256').update(bundleFile).digest('hex').slice(0, 16)}`;
+  return `${CODE_CACHE_FILE}-${fingerprint([bundleFile])}`;
 }
 
 /**
@@ -130,10 +141,14 @@ export function readCodeCache(key: string, bundleFile: string): Buffer | undefin
   const directory = cacheDirectory();
   if (directory === undefined) return undefined;
   const bytes = readOwnedFile(join(directory, codeCacheFileName(bundleFile)), MAX_CODE_CACHE_BYTES);
-  if (bytes === undefined || bytes.length <= KEY_BYTES || bytes.toString('latin1', 0, KEY_BYTES) !== key) {
+  if (
+    bytes === undefined ||
+    bytes.length <= CODE_CACHE_KEY_BYTES ||
+    bytes.toString('latin1', 0, CODE_CACHE_KEY_BYTES) !== key
+  ) {
     return undefined;
   }
-  return bytes.subarray(KEY_BYTES);
+  return bytes.subarray(CODE_CACHE_KEY_BYTES);
 }
 
 /**
@@ -145,7 +160,7 @@ export function writeCodeCache(key: string, data: Buffer, bundleFile: string): v
   const directory = cacheDirectory();
   if (directory === undefined) return;
   const name = codeCacheFileName(bundleFile);
-  const temporary = join(directory, `.${name}-${randomBytes(6).toString('hex')}`);
+  const temporary = join(directory, `.${name}-${randomHex(6)}`);
   try {
     writeFileSync(temporary, Buffer.concat([Buffer.from(key, 'latin1'), data]), { mode: 0o600, flag: 'wx' });
     renameSync(temporary, join(directory, name));
