@@ -1,6 +1,6 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
 import { CodecallError } from '../core/errors.js';
+import { nodeCrypto } from '../core/node-crypto.js';
 
 /** Shortest bearer token accepted from configuration (a generated one has 43 characters). */
 export const MIN_HTTP_TOKEN_LENGTH = 16;
@@ -22,7 +22,7 @@ const LOOPBACK_IPV4_PATTERN = /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
 
 /** A new random bearer token (256 bits, base64url). */
 export function generateHttpToken(): string {
-  return randomBytes(GENERATED_TOKEN_BYTES).toString('base64url');
+  return nodeCrypto().randomBytes(GENERATED_TOKEN_BYTES).toString('base64url');
 }
 
 /**
@@ -56,6 +56,7 @@ export function checkHttpToken(token: unknown, source = 'token'): string {
  * constant-time over equal-length digests whatever the length of what was sent.
  */
 export function bearerTokenCheck(token: string): (authorization: string | undefined) => boolean {
+  const { createHash, timingSafeEqual } = nodeCrypto();
   const expected = createHash('sha256').update(token).digest();
   return (authorization) => {
     const presented = authorization === undefined ? undefined : AUTHORIZATION_PATTERN.exec(authorization)?.[1];

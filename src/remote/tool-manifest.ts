@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import type { Limits } from '../core/limits.js';
+import { nodeCrypto } from '../core/node-crypto.js';
 import type { Prepared } from '../engine/codecall.js';
 import type { RegisteredTool, ToolSource } from '../tools/registered-tool.js';
 import type { Tool, ToolContext, ToolDescriptor, ToolModuleDescriptor } from '../tools/types.js';
@@ -34,7 +34,7 @@ export function manifestOf(
 /** The manifest as stored, and its hash. */
 export function encodeManifest(manifest: ToolManifest): { json: string; hash: string } {
   const json = JSON.stringify(manifest);
-  return { json, hash: createHash('sha256').update(json).digest('hex').slice(0, 32) };
+  return { json, hash: nodeCrypto().createHash('sha256').update(json).digest('hex').slice(0, 32) };
 }
 
 /** Sends one tool call of a script to its agent and resolves with the agent's answer (rejects with its error). */
