@@ -1,0 +1,65 @@
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SETTLED_FILE_AGE_NS } from '../../src/cli/code-cache.js';
+import { runToCompletion } from '../support/completed-process.js';
+
+/**
+ * A one-shot `codecall run` loads no built-in module it does not need: `node:crypto` (the module, its binding and its
+ * fifteen internal modules) cost a run several milliseconds while nothing on its path needs a cryptographic hash.
+ * Checked on the installed command, from the list of built-in modules the process loaded, written as it exits.
+ */
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const command = join(root, 'dist/cli/main.cjs');
+const bundle = join(root, 'dist/cli/command-line-bundle.cjs');
+
+// Traversable by a run's own uid (a sandbox as root runs the script as another user); a fresh state folder inside.
+const temporary = mkdtempSync(join(tmpdir(), 'codecall-lean-start-'));
+chmodSync(temporary, 0o711);
+afterAll(() => rmSync(temporary, { recursive: true, force: true }));
+
+const hook = join(temporary, 'loaded-modules.cjs');
+writeFileSync(
+  hook,
+  `process.on('exit', () => require('node:fs').writeFileSync(process.env.LOADED_MODULES_FILE, process.moduleLoadList.join('\\n')));\n`,
+);
+const script = join(temporary, 'print.py');
+writeFileSync(script, 'print(1)\n');
+
+/** Runs `codecall run` on the script; its output, and the built-in modules its process loaded. */
+async function run(sandbox: string, round: number) {
+  const listFile = join(temporary, `loaded-${sandbox}-${round}.txt`);
+  const completed = await runToCompletion(
+    process.execPath,
+    ['-r', hook, command, 'run', '--sandbox', sandbox, script],
+    {
+      cwd: temporary,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary, LOADED_MODULES_FILE: listFile },
+    },
+  );
+  return { completed, loaded: readFileSync(listFile, 'utf8').split('\n') };
+}
+
+describe('codecall run', () => {
+  it.each(['none', 'auto'])(
+    'loads no node:crypto (--sandbox %s), the first time nor the next',
+    async (sandbox) => {
+      // A bundle changed in the last seconds is keyed by a SHA-256 of its text (see code-cache.ts): wait till it settles.
+      const bundleAge = BigInt(Date.now()) * 1_000_000n - statSync(bundle, { bigint: true }).ctimeNs;
+      if (bundleAge < SETTLED_FILE_AGE_NS) await sleep(Number((SETTLED_FILE_AGE_NS - bundleAge) / 1_000_000n) + 100);
+      // The first run writes the code cache, the module folders and the sandbox files; the next one finds them.
+      for (const round of [1, 2]) {
+        const { completed, loaded } = await run(sandbox, round);
+        expect(completed).toMatchObject({ status: 0, stdout: '1\n' });
+        // The list is the process's own: it has what a run does need.
+        expect(loaded).toContain('NativeModule child_process');
+        expect(loaded.filter((name) => /\bcrypto\b/.test(name))).toEqual([]);
+      }
+    },
+    60_000,
+  );
+});
