@@ -60,10 +60,22 @@ describe('materializeModule', () => {
     const folder = await materializeModule(modules, files, python);
     expect(holds(folder, files)).toBe(true);
     expect(existsSync(join(folder, 'tools/__pycache__'))).toBe(true);
-    // Another process: same modules root reached by another spelling, so nothing is remembered in this one.
-    const again = await materializeModule(`${modules}/.`, files, python);
-    expect(basename(again)).toBe(basename(folder));
+    // As another process would: the same folder by another path, of which this process remembers nothing.
+    const link = `${modules}-link`;
+    symlinkSync(modules, link);
+    const again = await materializeModule(link, files, python);
+    expect(again).toBe(join(link, basename(folder)));
     expect(statSync(again).ino).toBe(statSync(folder).ino);
+  });
+
+  it('checks again a folder it placed itself before using it a second time', async () => {
+    const modules = modulesFolder();
+    const folder = await materializeModule(modules, files, python);
+    expect(await materializeModule(modules, files, python)).toBe(folder);
+    writeFileSync(join(folder, 'tools/__init__.py'), otherFiles[0]?.content ?? '');
+    const replaced = await materializeModule(modules, files, python);
+    expect(replaced).not.toBe(folder);
+    expect(holds(replaced, files)).toBe(true);
   });
 
   it('does not use a folder under its name that holds other files, and writes its own under another name', async () => {
@@ -77,7 +89,7 @@ describe('materializeModule', () => {
     expect(basename(folder)).toMatch(/^[0-9a-f]{24}$/);
     expect(holds(folder, files)).toBe(true);
     expect(readFileSync(join(planted, 'tools/__init__.py'), 'utf8')).toBe(otherFiles[0]?.content);
-    expect(await materializeModule(`${modules}/.`, files, python)).toBe(join(`${modules}/.`, basename(folder)));
+    expect(await materializeModule(modules, files, python)).toBe(folder);
   });
 
   it('does not use a folder holding the same files and one more (a module that would hide another)', async () => {

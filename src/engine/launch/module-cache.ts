@@ -35,6 +35,7 @@ function compile(executable: string, folder: string): Promise<void> {
   });
 }
 
+/** What this process placed, by the fingerprint's name: concurrent callers share one write. */
 const materialized = new Map<string, Promise<string>>();
 
 /** How a folder found under a name compares with what would be written there. */
@@ -132,24 +133,33 @@ async function placeFolder(
  * race safely (each writes a temporary folder, then renames it into place).
  */
 export function materializeModule(modulesRoot: string, files: readonly ModuleFile[], python: string): Promise<string> {
-  const key = JSON.stringify([modulesRoot, python, files]);
-  let pending = materialized.get(key);
-  if (pending === undefined) {
-    pending = placeModule(modulesRoot, files, python);
-    materialized.set(key, pending);
-    pending.catch(() => materialized.delete(key));
+  const encoded = new Map(files.map((file) => [normalize(file.path), Buffer.from(file.content, 'utf8')]));
+  const named = join(modulesRoot, fingerprint([python, ...[...encoded].flat()]));
+  const place = () => placeModule(modulesRoot, named, encoded, python);
+  const known = materialized.get(named);
+  // What this process placed for the fingerprint holds these very files unless another content shares it.
+  if (known !== undefined) {
+    return known.then((folder) =>
+      folderState(folder, () => holdsFiles(folder, encoded)) === 'same' ? folder : place(),
+    );
   }
+  const pending = place();
+  materialized.set(named, pending);
+  pending.catch(() => materialized.delete(named));
   return pending;
 }
 
-async function placeModule(modulesRoot: string, files: readonly ModuleFile[], python: string): Promise<string> {
-  const encoded = new Map(files.map((file) => [normalize(file.path), Buffer.from(file.content, 'utf8')]));
-  const parts = [python, ...files.flatMap((file) => [file.path, file.content])];
-  const named = join(modulesRoot, fingerprint([python, ...[...encoded].flat()]));
+async function placeModule(
+  modulesRoot: string,
+  named: string,
+  encoded: ReadonlyMap<string, Buffer>,
+  python: string,
+): Promise<string> {
   return await placeFolder(
     modulesRoot,
     named,
-    () => sha256Hex(parts).slice(0, HASHED_NAME_LENGTH),
+    // The name of earlier versions: python, then each path and content, each followed by a NUL.
+    () => sha256Hex([python, ...[...encoded].flat()]).slice(0, HASHED_NAME_LENGTH),
     () => folderState(named, () => holdsFiles(named, encoded)),
     async (temporary) => {
       for (const [path, bytes] of encoded) {
