@@ -29,8 +29,9 @@ __all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "
 
 # A lone caller polls the channel this long before it sleeps in a blocking read (yielding the processor between
 # polls): a fast tool's reply then lands on a running thread instead of waking a sleeping one, which costs a
-# scheduler wake-up (tens of µs on a VM). It polls only while replies come quickly: after a wait longer than twice
-# this, the next call sleeps at once, and a quick reply turns polling on again.
+# scheduler wake-up (tens of µs on a VM). It polls only for a tool whose last reply came within this time: a slower
+# one (a large file read) would be polled for in vain, a system call and an exception per poll, while the host needs
+# the processor to answer; its next quick reply turns polling on again for that tool.
 _REPLY_POLL_NANOSECONDS = 100_000
 # Starting size of the channel's receive buffer: one read asks for what room it has.
 _READ_BYTES = 1 << 16
@@ -115,8 +116,8 @@ class _Channel:
         self._broken = None
         self._forked = False
         self._nonblocking = False
-        # Whether the last wait for a reply was short enough to poll for the next one.
-        self._poll_replies = True
+        # Tools whose last reply to a lone caller took longer than the polling window: their next reply is slept on.
+        self._slow_methods = set()
         if hasattr(posix, "register_at_fork"):
             posix.register_at_fork(after_in_child=self._mark_forked)
         try:
@@ -224,7 +225,7 @@ class _Channel:
         try:
             # Polling pays only for a lone sequential caller; with other threads waiting it would hold the GIL.
             if pending.reply is None and not self._waiting and not self._async_waiting and len(self._pending) == 1:
-                self._read_and_dispatch(alone=True)
+                self._read_and_dispatch(method)
             while pending.reply is None:
                 self._read_and_dispatch()
         finally:
@@ -278,12 +279,14 @@ class _Channel:
                 self._reading = True
                 self._start_reader_thread()
 
-    def _read_alone(self, view):
-        """Reads the next chunk into `view` for a lone caller: while replies have been coming quickly, polls for up to
-        _REPLY_POLL_NANOSECONDS first; then sleeps in a blocking read. Returns the bytes read (0 at the end)."""
+    def _read_alone(self, view, method):
+        """Reads the next chunk into `view` for a lone caller of `method`: while that tool's replies have been coming
+        quickly, polls for up to _REPLY_POLL_NANOSECONDS first; then sleeps in a blocking read. Returns the bytes read
+        (0 at the end)."""
         descriptor = self._descriptor
         started = _clock()
-        if self._poll_replies:
+        slow_methods = self._slow_methods
+        if method not in slow_methods:
             if not self._nonblocking:
                 posix.set_blocking(descriptor, False)
                 self._nonblocking = True
@@ -298,7 +301,10 @@ class _Channel:
                     # off the critical path of a busy machine.
                     _yield_processor()
         count = self._read_blocking(view)
-        self._poll_replies = _clock() - started <= 2 * _REPLY_POLL_NANOSECONDS
+        if _clock() - started > _REPLY_POLL_NANOSECONDS:
+            slow_methods.add(method)
+        else:
+            slow_methods.discard(method)
         return count
 
     def _read_blocking(self, view):
@@ -319,15 +325,16 @@ class _Channel:
             buffer[:kept] = buffer[position:end]
         return kept
 
-    def _read_and_dispatch(self, alone=False):
-        """Reads what the host sent (see _read_alone for a lone caller) and hands replies to their callers."""
+    def _read_and_dispatch(self, alone=None):
+        """Reads what the host sent and hands replies to their callers; `alone` is the tool a lone caller waits for
+        (see _read_alone)."""
         start = self._buffered
         if start == len(self._buffer):
             # A frame longer than the buffer: room for more of it.
             self._make_room(0, start, 2 * start)
         try:
             view = memoryview(self._buffer)[start:]
-            count = self._read_alone(view) if alone else self._read_blocking(view)
+            count = self._read_blocking(view) if alone is None else self._read_alone(view, alone)
         except OSError as error:
             self._fail_all("the tool channel failed (%s)" % error)
             return
