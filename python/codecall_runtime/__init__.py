@@ -395,11 +395,13 @@ class _Channel:
                     self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
                     return None
                 if end - position < raw_size:
-                    # The rest of the text is read into the buffer, behind what it has of it.
-                    end = self._make_room(position, end, raw_size + _READ_BYTES)
-                    buffer = self._buffer
-                    position = 0
-                    end = self._read_at_least(raw_size, end)
+                    # The rest of the text is read into the buffer, behind what it has of it: where it lies when
+                    # the buffer has room for all of it there, else at the front of a buffer that has.
+                    if position + raw_size > len(buffer):
+                        end = self._make_room(position, end, raw_size + _READ_BYTES)
+                        buffer = self._buffer
+                        position = 0
+                    end = self._read_at_least(position + raw_size, end)
                     if end is None:
                         return None
                 position = _fill_raw_text(reply, segments, buffer, position)
