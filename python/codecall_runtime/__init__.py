@@ -60,15 +60,24 @@ class ToolError(Exception):
 
 class _PendingCall:
     """A call of a thread waiting for its reply: `reply` stays None until the reply (or the channel's failure)
-    arrives."""
+    arrives. While its thread sleeps, `waiter` is the lock it sleeps on (see _Channel._wait_for_turn)."""
 
-    __slots__ = ("reply",)
+    __slots__ = ("reply", "waiter")
 
     def __init__(self):
         self.reply = None
+        self.waiter = None
 
     def deliver(self, reply):
         self.reply = reply
+        self.wake()
+
+    def wake(self):
+        """Wakes the call's thread if it sleeps. Called with the channel's lock held."""
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            waiter.release()
 
 
 class _PendingAsyncCall:
@@ -108,6 +117,9 @@ class _Channel:
         self._next_id = 0
         self._reading = False
         self._waiting = 0
+        # The calls whose threads sleep until their reply comes or they are to read the channel (see _wake_reader), in
+        # the order they started to wait (a dict used as an ordered set).
+        self._sleeping_calls = {}
         self._async_waiting = 0
         _keep_freed_heap()
         # What was read and not yet handed out (the start of a frame, or of the next ones) is `_buffer[:_buffered]`.
@@ -216,7 +228,7 @@ class _Channel:
                 self._waiting += 1
                 try:
                     while pending.reply is None and self._reading:
-                        self._replied.wait()
+                        self._wait_for_turn(pending)
                 finally:
                     self._waiting -= 1
                 if pending.reply is not None:
@@ -268,11 +280,53 @@ class _Channel:
         finally:
             self._release_reader()
 
+    def _wait_for_turn(self, pending):
+        """Sleeps until the reply of `pending` arrives or its thread is woken to read the channel. Called with the
+        lock held; releases it while it sleeps.
+
+        Each thread sleeps on a lock of its own, so a reply wakes its own caller alone, and the end of a reader's
+        turn wakes one other thread to read; with one condition for all, every batch of replies woke every waiting
+        thread (7 of 8 threads calling at once), and all but one went back to sleep."""
+        waiter = _thread.allocate_lock()
+        waiter.acquire()
+        pending.waiter = waiter
+        sleeping = self._sleeping_calls
+        sleeping[pending] = None
+        self._lock.release()
+        try:
+            waiter.acquire()
+        except BaseException:
+            self._lock.acquire()
+            sleeping.pop(pending, None)
+            if pending.waiter is waiter:
+                pending.waiter = None
+            elif pending.reply is None and not self._reading:
+                # Woken to read the channel, but leaving (interrupted): another sleeping thread reads instead.
+                self._wake_reader()
+            raise
+        self._lock.acquire()
+        sleeping.pop(pending, None)
+
+    def _wake_reader(self):
+        """Wakes the thread that has slept longest for its reply, which then reads the channel; says whether there was
+        one. Called with the lock held."""
+        sleeping = self._sleeping_calls
+        while sleeping:
+            pending = next(iter(sleeping))
+            del sleeping[pending]
+            if pending.waiter is not None:
+                pending.wake()
+                return True
+        return False
+
     def _release_reader(self):
         with self._lock:
             self._reading = False
+            if self._wake_reader():
+                # A thread waiting for its reply takes over reading.
+                return
             if self._waiting:
-                # A waiting thread takes over reading for its own reply.
+                # A thread waiting for a notification takes over reading.
                 self._replied.notify_all()
             elif self._async_waiting and self._pending:
                 # Asynchronous callers have no thread of their own waiting: keep a reader alive for them.
@@ -365,7 +419,8 @@ class _Channel:
                         self._notifications.append(reply)
                     continue
                 waiting.deliver(reply)
-            if self._waiting:
+            if self._notifications and self._waiting:
+                # Threads waiting for replies were woken by their own; one waiting for a notification may have it.
                 self._replied.notify_all()
 
     def _split_replies(self, end):
