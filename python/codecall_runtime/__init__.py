@@ -29,8 +29,9 @@ __all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "
 
 # A lone caller polls the channel this long before it sleeps in a blocking read (yielding the processor between
 # polls): a fast tool's reply then lands on a running thread instead of waking a sleeping one, which costs a
-# scheduler wake-up (tens of µs on a VM). It polls only while replies come quickly: after a wait longer than twice
-# this, the next call sleeps at once, and a quick reply turns polling on again.
+# scheduler wake-up (tens of µs on a VM). It polls only for a tool whose last reply came within this time: a slower
+# one (a large file read) would be polled for in vain, a system call and an exception per poll, while the host needs
+# the processor to answer; its next quick reply turns polling on again for that tool.
 _REPLY_POLL_NANOSECONDS = 100_000
 # Starting size of the channel's receive buffer: one read asks for what room it has.
 _READ_BYTES = 1 << 16
@@ -38,6 +39,8 @@ _READ_BYTES = 1 << 16
 # costs no fresh memory (on a VM, a new page can take tens of µs to fault in); one larger than this (with its raw text)
 # grows the buffer for itself, which then drops back to _READ_BYTES.
 _KEPT_BUFFER_BYTES = 2 << 20
+# Blocks up to this size are taken from the heap, whose free top is kept up to twice this size (see _keep_freed_heap).
+_HEAP_BLOCK_BYTES = 2 << 20
 _clock = time.perf_counter_ns
 _yield_processor = getattr(posix, "sched_yield", lambda: None)
 
@@ -57,15 +60,24 @@ class ToolError(Exception):
 
 class _PendingCall:
     """A call of a thread waiting for its reply: `reply` stays None until the reply (or the channel's failure)
-    arrives."""
+    arrives. While its thread sleeps, `waiter` is the lock it sleeps on (see _Channel._wait_for_turn)."""
 
-    __slots__ = ("reply",)
+    __slots__ = ("reply", "waiter")
 
     def __init__(self):
         self.reply = None
+        self.waiter = None
 
     def deliver(self, reply):
         self.reply = reply
+        self.wake()
+
+    def wake(self):
+        """Wakes the call's thread if it sleeps. Called with the channel's lock held."""
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            waiter.release()
 
 
 class _PendingAsyncCall:
@@ -105,15 +117,19 @@ class _Channel:
         self._next_id = 0
         self._reading = False
         self._waiting = 0
+        # The calls whose threads sleep until their reply comes or they are to read the channel (see _wake_reader), in
+        # the order they started to wait (a dict used as an ordered set).
+        self._sleeping_calls = {}
         self._async_waiting = 0
+        _keep_freed_heap()
         # What was read and not yet handed out (the start of a frame, or of the next ones) is `_buffer[:_buffered]`.
         self._buffer = bytearray(_READ_BYTES)
         self._buffered = 0
         self._broken = None
         self._forked = False
         self._nonblocking = False
-        # Whether the last wait for a reply was short enough to poll for the next one.
-        self._poll_replies = True
+        # Tools whose last reply to a lone caller took longer than the polling window: their next reply is slept on.
+        self._slow_methods = set()
         if hasattr(posix, "register_at_fork"):
             posix.register_at_fork(after_in_child=self._mark_forked)
         try:
@@ -212,7 +228,7 @@ class _Channel:
                 self._waiting += 1
                 try:
                     while pending.reply is None and self._reading:
-                        self._replied.wait()
+                        self._wait_for_turn(pending)
                 finally:
                     self._waiting -= 1
                 if pending.reply is not None:
@@ -221,7 +237,7 @@ class _Channel:
         try:
             # Polling pays only for a lone sequential caller; with other threads waiting it would hold the GIL.
             if pending.reply is None and not self._waiting and not self._async_waiting and len(self._pending) == 1:
-                self._read_and_dispatch(alone=True)
+                self._read_and_dispatch(method)
             while pending.reply is None:
                 self._read_and_dispatch()
         finally:
@@ -264,23 +280,67 @@ class _Channel:
         finally:
             self._release_reader()
 
+    def _wait_for_turn(self, pending):
+        """Sleeps until the reply of `pending` arrives or its thread is woken to read the channel. Called with the
+        lock held; releases it while it sleeps.
+
+        Each thread sleeps on a lock of its own, so a reply wakes its own caller alone, and the end of a reader's
+        turn wakes one other thread to read; with one condition for all, every batch of replies woke every waiting
+        thread (7 of 8 threads calling at once), and all but one went back to sleep."""
+        waiter = _thread.allocate_lock()
+        waiter.acquire()
+        pending.waiter = waiter
+        sleeping = self._sleeping_calls
+        sleeping[pending] = None
+        self._lock.release()
+        try:
+            waiter.acquire()
+        except BaseException:
+            self._lock.acquire()
+            sleeping.pop(pending, None)
+            if pending.waiter is waiter:
+                pending.waiter = None
+            elif pending.reply is None and not self._reading:
+                # Woken to read the channel, but leaving (interrupted): another sleeping thread reads instead.
+                self._wake_reader()
+            raise
+        self._lock.acquire()
+        sleeping.pop(pending, None)
+
+    def _wake_reader(self):
+        """Wakes the thread that has slept longest for its reply, which then reads the channel; says whether there was
+        one. Called with the lock held."""
+        sleeping = self._sleeping_calls
+        while sleeping:
+            pending = next(iter(sleeping))
+            del sleeping[pending]
+            if pending.waiter is not None:
+                pending.wake()
+                return True
+        return False
+
     def _release_reader(self):
         with self._lock:
             self._reading = False
+            if self._wake_reader():
+                # A thread waiting for its reply takes over reading.
+                return
             if self._waiting:
-                # A waiting thread takes over reading for its own reply.
+                # A thread waiting for a notification takes over reading.
                 self._replied.notify_all()
             elif self._async_waiting and self._pending:
                 # Asynchronous callers have no thread of their own waiting: keep a reader alive for them.
                 self._reading = True
                 self._start_reader_thread()
 
-    def _read_alone(self, view):
-        """Reads the next chunk into `view` for a lone caller: while replies have been coming quickly, polls for up to
-        _REPLY_POLL_NANOSECONDS first; then sleeps in a blocking read. Returns the bytes read (0 at the end)."""
+    def _read_alone(self, view, method):
+        """Reads the next chunk into `view` for a lone caller of `method`: while that tool's replies have been coming
+        quickly, polls for up to _REPLY_POLL_NANOSECONDS first; then sleeps in a blocking read. Returns the bytes read
+        (0 at the end)."""
         descriptor = self._descriptor
         started = _clock()
-        if self._poll_replies:
+        slow_methods = self._slow_methods
+        if method not in slow_methods:
             if not self._nonblocking:
                 posix.set_blocking(descriptor, False)
                 self._nonblocking = True
@@ -295,7 +355,10 @@ class _Channel:
                     # off the critical path of a busy machine.
                     _yield_processor()
         count = self._read_blocking(view)
-        self._poll_replies = _clock() - started <= 2 * _REPLY_POLL_NANOSECONDS
+        if _clock() - started > _REPLY_POLL_NANOSECONDS:
+            slow_methods.add(method)
+        else:
+            slow_methods.discard(method)
         return count
 
     def _read_blocking(self, view):
@@ -316,15 +379,16 @@ class _Channel:
             buffer[:kept] = buffer[position:end]
         return kept
 
-    def _read_and_dispatch(self, alone=False):
-        """Reads what the host sent (see _read_alone for a lone caller) and hands replies to their callers."""
+    def _read_and_dispatch(self, alone=None):
+        """Reads what the host sent and hands replies to their callers; `alone` is the tool a lone caller waits for
+        (see _read_alone)."""
         start = self._buffered
         if start == len(self._buffer):
             # A frame longer than the buffer: room for more of it.
             self._make_room(0, start, 2 * start)
         try:
             view = memoryview(self._buffer)[start:]
-            count = self._read_alone(view) if alone else self._read_blocking(view)
+            count = self._read_blocking(view) if alone is None else self._read_alone(view, alone)
         except OSError as error:
             self._fail_all("the tool channel failed (%s)" % error)
             return
@@ -355,7 +419,8 @@ class _Channel:
                         self._notifications.append(reply)
                     continue
                 waiting.deliver(reply)
-            if self._waiting:
+            if self._notifications and self._waiting:
+                # Threads waiting for replies were woken by their own; one waiting for a notification may have it.
                 self._replied.notify_all()
 
     def _split_replies(self, end):
@@ -385,11 +450,13 @@ class _Channel:
                     self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
                     return None
                 if end - position < raw_size:
-                    # The rest of the text is read into the buffer, behind what it has of it.
-                    end = self._make_room(position, end, raw_size + _READ_BYTES)
-                    buffer = self._buffer
-                    position = 0
-                    end = self._read_at_least(raw_size, end)
+                    # The rest of the text is read into the buffer, behind what it has of it: where it lies when
+                    # the buffer has room for all of it there, else at the front of a buffer that has.
+                    if position + raw_size > len(buffer):
+                        end = self._make_room(position, end, raw_size + _READ_BYTES)
+                        buffer = self._buffer
+                        position = 0
+                    end = self._read_at_least(position + raw_size, end)
                     if end is None:
                         return None
                 position = _fill_raw_text(reply, segments, buffer, position)
@@ -572,6 +639,18 @@ def _fill_raw_text(reply, segments, data, position):
         elif type(result) is dict and type(key) is str:
             result[key] = text
     return position
+
+
+def _keep_freed_heap():
+    """Makes glibc's malloc keep freed memory for the next blocks instead of handing it back to the kernel at once.
+
+    By default it gives the top of its heap back as soon as 128 KiB of it are free, and maps every block over 128 KiB
+    by itself: the text of a 100 KB reply, decoded and then dropped by the script, took fresh pages on every call, each
+    a page fault (tens of µs on a VM), often more time than the call itself. Freeing a block that malloc mapped by
+    itself raises both thresholds (mallopt(3): the mapping threshold to the block's size, the trimming one to twice
+    that); the block is never written, so this costs a mapping and its removal. Another allocator ignores it.
+    """
+    bytes(_HEAP_BLOCK_BYTES)
 
 
 def _resolve_future(future, reply):

@@ -455,33 +455,46 @@ async function scanLines(
     totalBytes += bytesRead;
     lastByte = buffer[bytesRead - 1] ?? -1;
     const chunk = buffer.subarray(0, bytesRead);
-    let keptStart = -1;
-    let keptEnd = -1;
-    let start = 0;
-    while (start < bytesRead) {
-      const newline = chunk.indexOf(0x0a, start);
-      const end = newline === -1 ? bytesRead : newline + 1;
-      if (line >= offset && line < endLine && !capHit) {
-        if (keptStart === -1) keptStart = start;
-        const room = MAX_READ_BYTES - keptBytes;
-        if (end - start > room) {
-          capHit = true;
-          keptEnd = start + room;
-          keptBytes += room;
-        } else {
-          keptEnd = end;
-          keptBytes += end - start;
-          if (newline !== -1) {
-            completeLines += 1;
-            bytesAtLastLineEnd = keptBytes;
+    if (line >= offset && endLine === Number.POSITIVE_INFINITY && keptBytes + bytesRead <= MAX_READ_BYTES) {
+      // The usual read of a whole file: every line of the chunk is kept, so only its newlines are counted.
+      kept.push(chunk);
+      keptBytes += bytesRead;
+      let newline = chunk.indexOf(0x0a);
+      while (newline !== -1) {
+        completeLines += 1;
+        line += 1;
+        bytesAtLastLineEnd = keptBytes - bytesRead + newline + 1;
+        newline = chunk.indexOf(0x0a, newline + 1);
+      }
+    } else {
+      let keptStart = -1;
+      let keptEnd = -1;
+      let start = 0;
+      while (start < bytesRead) {
+        const newline = chunk.indexOf(0x0a, start);
+        const end = newline === -1 ? bytesRead : newline + 1;
+        if (line >= offset && line < endLine && !capHit) {
+          if (keptStart === -1) keptStart = start;
+          const room = MAX_READ_BYTES - keptBytes;
+          if (end - start > room) {
+            capHit = true;
+            keptEnd = start + room;
+            keptBytes += room;
+          } else {
+            keptEnd = end;
+            keptBytes += end - start;
+            if (newline !== -1) {
+              completeLines += 1;
+              bytesAtLastLineEnd = keptBytes;
+            }
           }
         }
+        if (newline === -1) break;
+        line += 1;
+        start = end;
       }
-      if (newline === -1) break;
-      line += 1;
-      start = end;
+      if (keptStart !== -1) kept.push(chunk.subarray(keptStart, keptEnd));
     }
-    if (keptStart !== -1) kept.push(chunk.subarray(keptStart, keptEnd));
     // A regular file that gave less than asked once it gave what its stats said is at its end.
     if (bytesRead < readSize && totalBytes >= size) break;
     readSize = READ_CHUNK_BYTES;
