@@ -47,6 +47,36 @@ describe('a saved output file', () => {
 });
 
 describe('an output capture that outgrows its budget', () => {
+  it('keeps head, tail and saved file right when every chunk comes in the same buffer, overwritten by the next', async () => {
+    const text = Array.from({ length: 3_000 }, (_, index) => `row ${index}\n`).join('');
+    const bytes = Buffer.from(text);
+    const saved = join(folder, 'reused.txt');
+    const capture = new OutputCapture({ keepBytes: 1_000, fullOutputPath: saved });
+    const reused = Buffer.alloc(700);
+    for (let start = 0, size = 1; start < bytes.length; start += size, size = 1 + ((size * 5) % 700)) {
+      const length = bytes.copy(reused, 0, start, start + size);
+      capture.push(reused.subarray(0, length));
+      reused.fill(0x21);
+    }
+    const output = await capture.finish();
+    expect(output.head.toString()).toBe(text.slice(0, 400));
+    expect(output.tail.toString()).toBe(text.slice(-600));
+    expect(output).toMatchObject({ totalBytes: bytes.length, truncated: true, fullOutputComplete: true });
+    expect(readFileSync(saved, 'utf8')).toBe(text);
+  });
+
+  it('keeps everything, and saves no file, while the stream fits its budget', async () => {
+    const saved = join(folder, 'unused.txt');
+    const capture = new OutputCapture({ keepBytes: 10, fullOutputPath: saved });
+    const reused = Buffer.alloc(3);
+    for (const piece of ['abc', 'def', 'ghi', 'j']) {
+      capture.push(reused.subarray(0, reused.write(piece)));
+    }
+    const output = await capture.finish();
+    expect(Buffer.concat([output.head, output.tail]).toString()).toBe('abcdefghij');
+    expect(output).toMatchObject({ totalBytes: 10, truncated: false, fullOutputPath: undefined });
+  });
+
   it('saves the complete stream, fed in chunks of any size, up to its cap', async () => {
     const text = Array.from({ length: 5_000 }, (_, index) => `line ${index}\n`).join('');
     const bytes = Buffer.from(text);

@@ -6,16 +6,25 @@ import { close, open, writev } from 'node:fs';
  */
 export const SAVED_OUTPUT_BATCH_BYTES = 1 << 20;
 
+/** Batch buffers a saved output keeps for reuse once written (one fills while the other is written). */
+const SPARE_BATCHES = 2;
+
 /**
- * A new file (created exclusively, mode 0600) that takes chunks in order and writes them in batches of
- * `batchBytes`, one write at a time. Any failure (the file cannot be created, a write fails or writes short) ends the
- * writing: later chunks are dropped and {@link SavedOutputFile.end} says the file is not complete.
+ * A new file (created exclusively, mode 0600) that takes chunks in order, copies them into batch buffers of
+ * `batchBytes` it reuses, and writes full batches one write at a time. Any failure (the file cannot be created, a
+ * write fails or writes short) ends the writing: later chunks are dropped and {@link SavedOutputFile.end} says the
+ * file is not complete.
  */
 export class SavedOutputFile {
   readonly #batchBytes: number;
   #descriptor: number | undefined;
+  /** The batch being filled, and how much of it is. */
+  #batch: Buffer | undefined;
+  #batchFilled = 0;
+  /** Full batches (views of their buffers) waiting for the write in flight. */
   #queued: Buffer[] = [];
   #queuedBytes = 0;
+  readonly #spare: Buffer[] = [];
   #writing = false;
   #failed = false;
   #ending: ((complete: boolean) => void) | undefined;
@@ -32,21 +41,43 @@ export class SavedOutputFile {
     });
   }
 
-  /** Queues the next chunk; it is written with the next batch (the caller must not change it). */
+  /** Copies the next chunk into the batch (the chunk may be reused once this returns); full batches are written. */
   write(chunk: Buffer): void {
     if (this.#failed || this.#ending !== undefined) return;
-    this.#queued.push(chunk);
-    this.#queuedBytes += chunk.length;
-    if (this.#queuedBytes >= this.#batchBytes) this.#writeQueued();
+    let offset = 0;
+    while (offset < chunk.length) {
+      if (this.#batch === undefined) {
+        this.#batch = this.#spare.pop() ?? Buffer.allocUnsafeSlow(this.#batchBytes);
+        this.#batchFilled = 0;
+      }
+      const copied = chunk.copy(this.#batch, this.#batchFilled, offset);
+      this.#batchFilled += copied;
+      offset += copied;
+      if (this.#batchFilled === this.#batchBytes) this.#queueBatch();
+    }
+    if (this.#queued.length > 0) this.#writeQueued();
   }
 
   /** Writes what is queued and closes the file; resolves whether every chunk was written. */
   end(): Promise<boolean> {
     return new Promise((resolve) => {
       this.#ending = resolve;
-      if (this.#failed) this.#close();
-      else this.#writeQueued();
+      if (this.#failed) {
+        this.#close();
+        return;
+      }
+      if (this.#batchFilled > 0) this.#queueBatch();
+      this.#writeQueued();
     });
+  }
+
+  #queueBatch(): void {
+    const batch = this.#batch;
+    if (batch === undefined) return;
+    this.#queued.push(batch.subarray(0, this.#batchFilled));
+    this.#queuedBytes += this.#batchFilled;
+    this.#batch = undefined;
+    this.#batchFilled = 0;
   }
 
   #writeQueued(): void {
@@ -56,20 +87,29 @@ export class SavedOutputFile {
       if (this.#ending !== undefined) this.#close();
       return;
     }
-    const batch = this.#queued;
+    const batches = this.#queued;
     const bytes = this.#queuedBytes;
     this.#queued = [];
     this.#queuedBytes = 0;
     this.#writing = true;
-    writev(descriptor, batch, (error, written) => {
+    writev(descriptor, batches, (error, written) => {
       this.#writing = false;
-      if (error !== null || written !== bytes) this.#fail();
-      else this.#writeQueued();
+      if (error !== null || written !== bytes) {
+        this.#fail();
+        return;
+      }
+      for (const batch of batches) {
+        if (this.#spare.length < SPARE_BATCHES)
+          this.#spare.push(Buffer.from(batch.buffer, batch.byteOffset, this.#batchBytes));
+      }
+      this.#writeQueued();
     });
   }
 
   #fail(): void {
     this.#failed = true;
+    this.#batch = undefined;
+    this.#batchFilled = 0;
     this.#queued = [];
     this.#queuedBytes = 0;
     if (this.#ending !== undefined) this.#close();

@@ -1,7 +1,7 @@
-import type { Readable } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { IsolationLevel, LimitReason } from '../../core/isolation.js';
 import type { Limits } from '../../core/limits.js';
-import { writeToChannel } from '../../rpc/channel-end.js';
+import { receiveFromChannel, writeToChannel } from '../../rpc/channel-end.js';
 import {
   ARTIFACT_NOTIFICATION,
   CELL_DONE_NOTIFICATION,
@@ -143,8 +143,9 @@ interface OutputStream {
   /** The running code's end marker went by. */
   markerSeen: boolean;
   closed: boolean;
-  readonly onData: (chunk: Buffer) => void;
   readonly onClose: () => void;
+  /** Stops handing the stream's reads to the splitter. */
+  stopReceiving: () => void;
 }
 
 /** The run or cell being supervised. */
@@ -358,7 +359,7 @@ export class Supervisor {
       for (const output of this.#streams) {
         output.splitter.flush();
         output.handlers.output = ignoreOutput;
-        output.stream.off('data', output.onData);
+        output.stopReceiving();
         output.stream.off('close', output.onClose);
       }
       events?.flushOutput();
@@ -454,14 +455,18 @@ export class Supervisor {
       splitter,
       markerSeen: false,
       closed: false,
-      onData: (chunk: Buffer) => splitter.push(chunk),
+      stopReceiving: () => {},
       onClose: () => {
         splitter.flush();
         output.closed = true;
         this.#checkOutputEnded();
       },
     };
-    stream.on('data', output.onData);
+    // A direct stream hands over its reused read buffer: the splitter and the captures behind it copy what they keep.
+    // Only read here: any readable stream will do (one that is not a direct channel gets a 'data' listener).
+    output.stopReceiving = receiveFromChannel(stream as Duplex, (bytes, length) =>
+      splitter.push(length === bytes.length ? bytes : bytes.subarray(0, length)),
+    );
     stream.once('close', output.onClose);
     if (stream.closed) output.onClose();
     return output;
