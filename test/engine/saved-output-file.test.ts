@@ -24,6 +24,35 @@ describe('a saved output file', () => {
     expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
+  it('keeps two files apart when they are written at once and their batches are reused, their ends beside writes in flight', async () => {
+    const texts = [0, 1].map((file) =>
+      Array.from({ length: 40_000 }, (_, index) => `file ${file} line ${index}\n`).join(''),
+    );
+    const paths = [0, 1].map((file) => join(folder, `together-${file}.txt`));
+    const files = paths.map((path) => new SavedOutputFile(path));
+    const bytes = texts.map((text) => Buffer.from(text));
+    const reused = Buffer.alloc(70_000);
+    // Chunks of 1 byte to 70 kB, in one buffer overwritten by the next chunk, the two files taking turns.
+    const offsets = [0, 0];
+    for (
+      let size = 1;
+      offsets.some((offset, file) => offset < (bytes[file] as Buffer).length);
+      size = 1 + ((size * 7) % 70_000)
+    ) {
+      for (const file of [0, 1]) {
+        const source = bytes[file] as Buffer;
+        const offset = offsets[file] as number;
+        if (offset >= source.length) continue;
+        const length = source.copy(reused, 0, offset, offset + size);
+        (files[file] as SavedOutputFile).write(reused.subarray(0, length));
+        reused.fill(0x21, 0, length);
+        offsets[file] = offset + length;
+      }
+    }
+    expect(await Promise.all(files.map((file) => file.end()))).toEqual([true, true]);
+    expect(paths.map((path) => readFileSync(path, 'utf8'))).toEqual(texts);
+  });
+
   it('is created empty when it ends before anything was written', async () => {
     const path = join(folder, 'empty.txt');
     expect(await new SavedOutputFile(path).end()).toBe(true);
