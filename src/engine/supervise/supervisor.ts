@@ -206,6 +206,8 @@ export class Supervisor {
   #current: Supervised | undefined;
   /** Settles when the channel has been read to its end (or is gone). */
   readonly #channelEnded: Promise<void>;
+  /** Whether it has settled. */
+  #channelDone = false;
 
   constructor(options: SupervisorOptions) {
     const { process, limits } = options;
@@ -249,6 +251,9 @@ export class Supervisor {
             channel.once('end', resolve);
             channel.once('close', resolve);
           });
+    void this.#channelEnded.then(() => {
+      this.#channelDone = true;
+    });
     void process.exited.then((exit) => {
       const current = this.#current;
       if (current !== undefined) this.#settle(current, { exit, reported: false });
@@ -353,6 +358,9 @@ export class Supervisor {
       } else {
         this.#server.refuseCalls(RUN_ENDED);
         await settledWithin(Promise.all([allOutputEnded, this.#channelEnded]), OUTPUT_DRAIN_MS);
+        // A host too busy to read the channel within the drain time still reads what it holds, in the next poll: the
+        // boot's `$done` there may carry the last bytes the script printed.
+        if (!this.#channelDone) await new Promise<void>((resolve) => afterPipesPolled(resolve));
         this.#server.end();
       }
       if (!this.#streams.every(outputEnded)) await new Promise<void>((resolve) => afterPipesPolled(resolve));
