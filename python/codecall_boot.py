@@ -379,7 +379,7 @@ def buffer_output():
     sys.stdout = sys.__stdout__ = stream
     posix.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                            after_in_child=_after_fork_in_child)
-    sys.addaudithook(_flush_before_spawn)
+    sys.addaudithook(_on_audit_event)
     _exit_after_flushing.__name__ = _exit_after_flushing.__qualname__ = "_exit"
     posix._exit = _exit_after_flushing
 
@@ -623,9 +623,11 @@ def _after_fork_in_child():
         pass
 
 
-def _flush_before_spawn(event, arguments):
+def _on_audit_event(event, arguments):
     if event in _SPAWN_EVENTS:
         flush_output()
+    elif event == "import" and _ScriptLines.pending is not None and arguments[0] == "linecache":
+        _ScriptLines.fill()
 
 
 def _exit_after_flushing(status):
@@ -678,6 +680,41 @@ def enter_workspace():
     return posix.getcwd()
 
 
+class _ScriptLines:
+    """The script's lines for tracebacks, which read them by its relative name: from the workspace, that name no longer
+    resolves (or names another file). They go in `linecache`'s cache, where no later check drops them; when the
+    module is not loaded yet, only once something imports it (a traceback, a warning), seen by the boot's audit hook:
+    `linecache` brings `tokenize`, `re` and `enum` along, several milliseconds of imports most runs never need."""
+
+    # (path, source) waiting for `linecache` to be imported.
+    pending = None
+
+    @staticmethod
+    def remember(path, source):
+        _ScriptLines.pending = (path, source)
+        # Without the boot's stdout there is no audit hook to wait for the import with.
+        if "linecache" in sys.modules or _Output.stream is None:
+            _ScriptLines.fill()
+
+    @staticmethod
+    def fill():
+        """Puts the pending lines in `linecache`'s cache, importing it (from the audit hook, before the script's own
+        import of it, which then finds it loaded)."""
+        pending = _ScriptLines.pending
+        _ScriptLines.pending = None
+        if pending is None:
+            return
+        path, source = pending
+        try:
+            import linecache
+
+            lines = source.decode("utf-8", "replace").splitlines(True)
+            linecache.cache[path] = (len(source), None, lines, path)
+        except Exception:
+            # An import the script runs must not fail for the sake of a traceback's lines.
+            pass
+
+
 def _run_main(path, source=None):
     global _images_since
     sys.argv = sys.argv[1:]
@@ -693,11 +730,7 @@ def _run_main(path, source=None):
     _images_since = _modified_at(path)
     workspace = enter_workspace()
     if workspace is not None and source is not None:
-        # Tracebacks read the script's lines by its relative name, which no longer resolves from the workspace.
-        import linecache
-
-        lines = source.decode("utf-8", "replace").splitlines(True)
-        linecache.cache[path] = (len(source), None, lines, path)
+        _ScriptLines.remember(path, source)
     # The script's folder first on sys.path, as when Python runs a file: the workspace when it is mounted.
     sys.path[0] = workspace or folder
     start_output_flusher()

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
@@ -33,6 +33,31 @@ describe('running scripts', () => {
     expect(result.error?.message).toBe("'missing'");
     expect(result.error?.traceback).toContain('File "script.py", line 3');
     expect(result.error?.traceback).not.toContain('codecall_boot');
+  });
+
+  it("quotes the script's own lines from a mounted workspace that holds another script.py, and loads linecache only for them", async () => {
+    const workspace = mkdtempSync(join(tmpdir(), 'codecall-workspace-lines-'));
+    // Readable by the unprivileged user a root host runs scripts as.
+    chmodSync(workspace, 0o755);
+    writeFileSync(join(workspace, 'script.py'), 'print("the workspace file")\n');
+    const mounted = codecallWith({ workspace, workspaceMount: 'read-only' });
+    try {
+      const uncaught = await mounted.execute('x = 1\nraise ValueError("boom")  # raised here');
+      expect(uncaught.error?.traceback).toContain(
+        'File "script.py", line 2, in <module>\n    raise ValueError("boom")  # raised here',
+      );
+      const formatted = await mounted.execute(
+        'import traceback\ntry:\n    1 / 0  # divided here\nexcept ZeroDivisionError:\n    print(traceback.format_exc())',
+      );
+      expect(formatted.stdout).toContain('File "script.py", line 3, in <module>\n    1 / 0  # divided here');
+      const warned = await mounted.execute('import warnings\nwarnings.warn("careful")  # warned here');
+      expect(warned.stderr).toBe('script.py:2: UserWarning: careful\n  warnings.warn("careful")  # warned here\n');
+      // linecache imports tokenize, re and enum: milliseconds a run that formats no traceback does without.
+      const plain = await mounted.execute('import sys\nprint("linecache" in sys.modules)');
+      expect(plain.stdout).toBe('False\n');
+    } finally {
+      rmSync(workspace, { recursive: true, force: true });
+    }
   });
 
   it('reports a syntax error with its line', async () => {

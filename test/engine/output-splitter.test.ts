@@ -30,6 +30,24 @@ describe('splitting session output into cells', () => {
     expect(events).toEqual(['outside:idle ', 'output:inside', 'ended', 'outside: after', 'outside:later']);
   });
 
+  it('finds a marker split across reads of one reused buffer, which each read overwrites', () => {
+    const { events, splitter } = recorder();
+    splitter.expect('r1');
+    const bytes = ending('r1', 'text');
+    const reused = Buffer.alloc(bytes.length);
+    // The text and half the marker, then the other half, both landing at the start of the same buffer.
+    const half = 4 + Math.floor((bytes.length - 4) / 2);
+    for (const [start, end] of [
+      [0, half],
+      [half, bytes.length],
+    ] as const) {
+      const length = bytes.copy(reused, 0, start, end);
+      splitter.push(reused.subarray(0, length));
+    }
+    expect(outputOf(events)).toBe('text');
+    expect(events.filter((event) => event === 'ended')).toHaveLength(1);
+  });
+
   it('finds a marker split across chunks, one byte at a time', () => {
     const { events, splitter } = recorder();
     splitter.expect('b2');

@@ -24,6 +24,35 @@ describe('a saved output file', () => {
     expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
+  it('keeps two files apart when they are written at once and their batches are reused, their ends beside writes in flight', async () => {
+    const texts = [0, 1].map((file) =>
+      Array.from({ length: 40_000 }, (_, index) => `file ${file} line ${index}\n`).join(''),
+    );
+    const paths = [0, 1].map((file) => join(folder, `together-${file}.txt`));
+    const files = paths.map((path) => new SavedOutputFile(path));
+    const bytes = texts.map((text) => Buffer.from(text));
+    const reused = Buffer.alloc(70_000);
+    // Chunks of 1 byte to 70 kB, in one buffer overwritten by the next chunk, the two files taking turns.
+    const offsets = [0, 0];
+    for (
+      let size = 1;
+      offsets.some((offset, file) => offset < (bytes[file] as Buffer).length);
+      size = 1 + ((size * 7) % 70_000)
+    ) {
+      for (const file of [0, 1]) {
+        const source = bytes[file] as Buffer;
+        const offset = offsets[file] as number;
+        if (offset >= source.length) continue;
+        const length = source.copy(reused, 0, offset, offset + size);
+        (files[file] as SavedOutputFile).write(reused.subarray(0, length));
+        reused.fill(0x21, 0, length);
+        offsets[file] = offset + length;
+      }
+    }
+    expect(await Promise.all(files.map((file) => file.end()))).toEqual([true, true]);
+    expect(paths.map((path) => readFileSync(path, 'utf8'))).toEqual(texts);
+  });
+
   it('is created empty when it ends before anything was written', async () => {
     const path = join(folder, 'empty.txt');
     expect(await new SavedOutputFile(path).end()).toBe(true);
@@ -47,6 +76,36 @@ describe('a saved output file', () => {
 });
 
 describe('an output capture that outgrows its budget', () => {
+  it('keeps head, tail and saved file right when every chunk comes in the same buffer, overwritten by the next', async () => {
+    const text = Array.from({ length: 3_000 }, (_, index) => `row ${index}\n`).join('');
+    const bytes = Buffer.from(text);
+    const saved = join(folder, 'reused.txt');
+    const capture = new OutputCapture({ keepBytes: 1_000, fullOutputPath: saved });
+    const reused = Buffer.alloc(700);
+    for (let start = 0, size = 1; start < bytes.length; start += size, size = 1 + ((size * 5) % 700)) {
+      const length = bytes.copy(reused, 0, start, start + size);
+      capture.push(reused.subarray(0, length));
+      reused.fill(0x21);
+    }
+    const output = await capture.finish();
+    expect(output.head.toString()).toBe(text.slice(0, 400));
+    expect(output.tail.toString()).toBe(text.slice(-600));
+    expect(output).toMatchObject({ totalBytes: bytes.length, truncated: true, fullOutputComplete: true });
+    expect(readFileSync(saved, 'utf8')).toBe(text);
+  });
+
+  it('keeps everything, and saves no file, while the stream fits its budget', async () => {
+    const saved = join(folder, 'unused.txt');
+    const capture = new OutputCapture({ keepBytes: 10, fullOutputPath: saved });
+    const reused = Buffer.alloc(3);
+    for (const piece of ['abc', 'def', 'ghi', 'j']) {
+      capture.push(reused.subarray(0, reused.write(piece)));
+    }
+    const output = await capture.finish();
+    expect(Buffer.concat([output.head, output.tail]).toString()).toBe('abcdefghij');
+    expect(output).toMatchObject({ totalBytes: 10, truncated: false, fullOutputPath: undefined });
+  });
+
   it('saves the complete stream, fed in chunks of any size, up to its cap', async () => {
     const text = Array.from({ length: 5_000 }, (_, index) => `line ${index}\n`).join('');
     const bytes = Buffer.from(text);

@@ -252,8 +252,11 @@ async function spawnPrepared(
   trackProcessGroup(pid);
   // Calls are read into one reused buffer and replies written straight to the descriptor (see openDirectChannel).
   const channel = openDirectChannel(child.stdio[CHANNEL_FILE_DESCRIPTOR] as Duplex);
+  // stdout and stderr the same way: a script printing megabytes costs the host no fresh memory per read.
+  const stdout = openDirectChannel(child.stdout as Duplex);
+  const stderr = openDirectChannel(child.stderr as Duplex);
   // The script may close its end or die at any time: errors on the pipes are the end of the stream, not a crash.
-  channel.on('error', () => {});
+  for (const stream of [channel, stdout, stderr]) stream.on('error', () => {});
   child.stdin?.on('error', () => {});
   let killedAfterExit = false;
   const killAll = async (): Promise<void> => {
@@ -270,7 +273,7 @@ async function spawnPrepared(
     } catch (error) {
       await killAll();
       forgetProcessGroup(pid);
-      destroyStreams(child, channel);
+      destroyStreams(child, [channel, stdout, stderr]);
       throw error;
     }
   }
@@ -285,8 +288,8 @@ async function spawnPrepared(
     child,
     pid,
     channel,
-    stdout: child.stdout as Readable,
-    stderr: child.stderr as Readable,
+    stdout,
+    stderr,
     outputNonce,
     stdin: child.stdin ?? undefined,
     containment,
@@ -297,7 +300,7 @@ async function spawnPrepared(
     signal: (signal) => signalProcessGroup(pid, signal),
     killAll,
     holdEventLoop(hold) {
-      for (const handle of [child, child.stdout, child.stderr, channel, child.stdin]) {
+      for (const handle of [child, stdout, stderr, channel, child.stdin]) {
         const target = handle as { ref?: () => void; unref?: () => void } | null;
         if (hold) target?.ref?.();
         else target?.unref?.();
@@ -320,7 +323,7 @@ async function spawnPrepared(
         // Gone for good before the release settles (close() waits for it), not merely sent a signal.
         await settledWithin(exited, EXIT_WAIT_MS);
         forgetProcessGroup(pid);
-        destroyStreams(child, channel);
+        destroyStreams(child, [channel, stdout, stderr]);
         if (detached !== directory.root) await removeRunDirectory(detached);
         await containment?.dispose?.();
       })();
@@ -339,8 +342,8 @@ export function settledWithin(promise: Promise<unknown>, milliseconds: number): 
   return Promise.race([promise.catch(() => undefined), timeout]).finally(() => clearTimeout(timer));
 }
 
-function destroyStreams(child: ChildProcess, channel: Duplex): void {
-  channel.destroy();
+function destroyStreams(child: ChildProcess, direct: readonly Duplex[]): void {
+  for (const stream of direct) stream.destroy();
   for (const stream of child.stdio) stream?.destroy();
 }
 

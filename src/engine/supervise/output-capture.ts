@@ -29,6 +29,7 @@ export interface OutputCaptureOptions {
 /**
  * Keeps the head and tail of a stream within a byte budget, in constant memory however much the script prints.
  * The complete stream goes to a file only once it outgrows the budget (until then all of it is in memory).
+ * It copies what it keeps: a chunk it is given may be a read buffer that the next read overwrites.
  */
 export class OutputCapture {
   readonly #headLimit: number;
@@ -36,7 +37,10 @@ export class OutputCapture {
   readonly #options: OutputCaptureOptions;
   #head: Buffer[] = [];
   #headBytes = 0;
-  #tail: Buffer[] = [];
+  // The last bytes past the head, in a ring of `#tailLimit` bytes made on first use: a script printing megabytes
+  // costs one buffer, not fresh memory per chunk.
+  #tailRing: Buffer | undefined;
+  #tailStart = 0;
   #tailBytes = 0;
   #totalBytes = 0;
   #file: SavedOutputFile | undefined;
@@ -54,7 +58,7 @@ export class OutputCapture {
     return this.#totalBytes;
   }
 
-  /** Takes the next chunk of the stream. */
+  /** Takes the next chunk of the stream (read only during the call). */
   push(chunk: Buffer): void {
     this.#totalBytes += chunk.length;
     if (this.#file === undefined && this.#totalBytes > this.#options.keepBytes && this.#options.fullOutputPath) {
@@ -64,41 +68,67 @@ export class OutputCapture {
     let rest = chunk;
     if (this.#headBytes < this.#headLimit) {
       const take = Math.min(this.#headLimit - this.#headBytes, rest.length);
-      this.#head.push(rest.subarray(0, take));
+      this.#head.push(Buffer.from(rest.subarray(0, take)));
       this.#headBytes += take;
       rest = rest.subarray(take);
     }
-    if (rest.length === 0) return;
-    this.#tail.push(rest);
-    this.#tailBytes += rest.length;
-    while (this.#tailBytes - (this.#tail[0]?.length ?? 0) >= this.#tailLimit) {
-      this.#tailBytes -= this.#tail.shift()?.length ?? 0;
-    }
+    if (rest.length > 0) this.#pushTail(rest);
   }
 
   /** Ends the capture; waits for the saved file to be written. */
   async finish(): Promise<CapturedOutput> {
     const head = Buffer.concat(this.#head, this.#headBytes);
-    let tail = Buffer.concat(this.#tail, this.#tailBytes);
-    const keptBytes = head.length + tail.length;
-    const truncated = this.#totalBytes > keptBytes || tail.length > this.#tailLimit;
-    if (tail.length > this.#tailLimit) tail = tail.subarray(tail.length - this.#tailLimit);
+    const tail = this.#tail();
     const file = this.#file;
     if (file !== undefined && !(await file.end())) this.#fileComplete = false;
     return {
       head,
       tail,
       totalBytes: this.#totalBytes,
-      truncated,
+      truncated: this.#totalBytes > head.length + tail.length,
       fullOutputPath: file === undefined ? undefined : this.#options.fullOutputPath,
       fullOutputComplete: this.#fileComplete,
     };
   }
 
+  #pushTail(chunk: Buffer): void {
+    const limit = this.#tailLimit;
+    if (limit === 0) return;
+    this.#tailRing ??= Buffer.allocUnsafe(limit);
+    const ring = this.#tailRing;
+    if (chunk.length >= limit) {
+      chunk.copy(ring, 0, chunk.length - limit);
+      this.#tailStart = 0;
+      this.#tailBytes = limit;
+      return;
+    }
+    const at = (this.#tailStart + this.#tailBytes) % limit;
+    const first = Math.min(chunk.length, limit - at);
+    chunk.copy(ring, at, 0, first);
+    if (first < chunk.length) chunk.copy(ring, 0, first);
+    const held = this.#tailBytes + chunk.length;
+    if (held > limit) {
+      this.#tailStart = (this.#tailStart + held - limit) % limit;
+      this.#tailBytes = limit;
+    } else {
+      this.#tailBytes = held;
+    }
+  }
+
+  /** The tail's bytes in order. */
+  #tail(): Buffer {
+    const ring = this.#tailRing;
+    if (ring === undefined || this.#tailBytes === 0) return Buffer.alloc(0);
+    const end = this.#tailStart + this.#tailBytes;
+    if (end <= ring.length) return ring.subarray(this.#tailStart, end);
+    return Buffer.concat([ring.subarray(this.#tailStart), ring.subarray(0, end - ring.length)], this.#tailBytes);
+  }
+
   #openFile(path: string): void {
     this.#file = new SavedOutputFile(path);
-    // Everything printed so far is still in memory: the head and tail together cover it all.
-    for (const piece of [...this.#head, ...this.#tail]) this.#writeFile(piece);
+    // Everything printed before this chunk is still in memory: it fitted in the budget, so the head and tail hold it.
+    for (const piece of this.#head) this.#writeFile(piece);
+    if (this.#tailBytes > 0) this.#writeFile(this.#tail());
   }
 
   #writeFile(chunk: Buffer): void {

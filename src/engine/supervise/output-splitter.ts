@@ -2,7 +2,7 @@ import { outputEndMarker } from '../../rpc/protocol.js';
 
 /** What an {@link OutputSplitter} finds in one output stream of an interpreter. */
 export interface OutputSplitterHandlers {
-  /** Bytes of the running script or cell. */
+  /** Bytes of the running script or cell (valid only during the call: what a handler keeps, it copies). */
   output(chunk: Buffer): void;
   /** Bytes written while nothing runs (e.g. by a background thread between cells, or after the end): dropped. */
   outside(chunk: Buffer): void;
@@ -39,7 +39,7 @@ export class OutputSplitter {
     this.#unmarked = nonce === undefined;
   }
 
-  /** Feeds the next chunk of the stream. */
+  /** Feeds the next chunk of the stream (read only during the call: it may be a read buffer the next read reuses). */
   push(chunk: Buffer): void {
     const end = this.#end;
     if (end === undefined) {
@@ -56,7 +56,8 @@ export class OutputSplitter {
     if (index === -1) {
       const held = markerPrefixLength(data, end);
       if (data.length > held) this.#handlers.output(data.subarray(0, data.length - held));
-      if (held > 0) this.#carry = data.subarray(data.length - held);
+      // A copy: `data` may be the caller's read buffer.
+      if (held > 0) this.#carry = Buffer.from(data.subarray(data.length - held));
       return;
     }
     if (index > 0) this.#handlers.output(data.subarray(0, index));

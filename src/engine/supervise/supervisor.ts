@@ -1,7 +1,7 @@
-import type { Readable } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { IsolationLevel, LimitReason } from '../../core/isolation.js';
 import type { Limits } from '../../core/limits.js';
-import { writeToChannel } from '../../rpc/channel-end.js';
+import { receiveFromChannel, writeToChannel } from '../../rpc/channel-end.js';
 import {
   ARTIFACT_NOTIFICATION,
   CELL_DONE_NOTIFICATION,
@@ -143,8 +143,9 @@ interface OutputStream {
   /** The running code's end marker went by. */
   markerSeen: boolean;
   closed: boolean;
-  readonly onData: (chunk: Buffer) => void;
   readonly onClose: () => void;
+  /** Stops handing the stream's reads to the splitter. */
+  stopReceiving: () => void;
 }
 
 /** The run or cell being supervised. */
@@ -205,6 +206,8 @@ export class Supervisor {
   #current: Supervised | undefined;
   /** Settles when the channel has been read to its end (or is gone). */
   readonly #channelEnded: Promise<void>;
+  /** Whether it has settled. */
+  #channelDone = false;
 
   constructor(options: SupervisorOptions) {
     const { process, limits } = options;
@@ -248,6 +251,9 @@ export class Supervisor {
             channel.once('end', resolve);
             channel.once('close', resolve);
           });
+    void this.#channelEnded.then(() => {
+      this.#channelDone = true;
+    });
     void process.exited.then((exit) => {
       const current = this.#current;
       if (current !== undefined) this.#settle(current, { exit, reported: false });
@@ -352,13 +358,16 @@ export class Supervisor {
       } else {
         this.#server.refuseCalls(RUN_ENDED);
         await settledWithin(Promise.all([allOutputEnded, this.#channelEnded]), OUTPUT_DRAIN_MS);
+        // A host too busy to read the channel within the drain time still reads what it holds, in the next poll: the
+        // boot's `$done` there may carry the last bytes the script printed.
+        if (!this.#channelDone) await new Promise<void>((resolve) => afterPipesPolled(resolve));
         this.#server.end();
       }
       if (!this.#streams.every(outputEnded)) await new Promise<void>((resolve) => afterPipesPolled(resolve));
       for (const output of this.#streams) {
         output.splitter.flush();
         output.handlers.output = ignoreOutput;
-        output.stream.off('data', output.onData);
+        output.stopReceiving();
         output.stream.off('close', output.onClose);
       }
       events?.flushOutput();
@@ -454,14 +463,18 @@ export class Supervisor {
       splitter,
       markerSeen: false,
       closed: false,
-      onData: (chunk: Buffer) => splitter.push(chunk),
+      stopReceiving: () => {},
       onClose: () => {
         splitter.flush();
         output.closed = true;
         this.#checkOutputEnded();
       },
     };
-    stream.on('data', output.onData);
+    // A direct stream hands over its reused read buffer: the splitter and the captures behind it copy what they keep.
+    // Only read here: any readable stream will do (one that is not a direct channel gets a 'data' listener).
+    output.stopReceiving = receiveFromChannel(stream as Duplex, (bytes, length) =>
+      splitter.push(length === bytes.length ? bytes : bytes.subarray(0, length)),
+    );
     stream.once('close', output.onClose);
     if (stream.closed) output.onClose();
     return output;
