@@ -23,10 +23,10 @@ import type { LaunchPlan, LaunchRequest, PreparedLaunch, RunContainment, RunsAhe
 import { chooseSandboxFilesDirectory, writeContentAddressedFile } from './sandbox-files.js';
 import { openSeccompProgram } from './seccomp.js';
 import {
-  createStagingNamespace,
   findNsenter,
   isReachableBy,
   type StagingNamespace,
+  StagingPlan,
   type StagingRoot,
 } from './staging-namespace.js';
 
@@ -118,9 +118,7 @@ export class BubblewrapRunner implements SandboxRunner {
   private readonly fixedArguments = new Map<boolean, readonly string[]>();
   private readonly realPaths = new Map<string, string>();
   private readonly reachable = new Map<string, boolean>();
-  private staging:
-    | { readonly roots: readonly StagingRoot[]; readonly namespace: Promise<StagingNamespace> }
-    | undefined;
+  private staging: StagingState | undefined;
   private devNull: number | undefined;
   private readonly accounts = new Map<number, { readonly passwd: string; readonly group: string }>();
 
@@ -155,6 +153,7 @@ export class BubblewrapRunner implements SandboxRunner {
     let cgroups: RunCgroups | undefined;
     let seccomp: number | undefined;
     let lease: RunUidLease | undefined;
+    let releaseStaging: (() => void) | undefined;
     try {
       // As root, a uid of the run's own: no other process on the machine may reach its processes or its channel.
       lease = hostIsRoot() ? await runUidAllocator(this.runUids).claim() : undefined;
@@ -168,8 +167,8 @@ export class BubblewrapRunner implements SandboxRunner {
       const warmUp = viaControlChannel ? warmUpCgroupMigration() : undefined;
       const mounts = this.mountsFor(request);
       const staging = await this.stagingFor(mounts);
-      // A host path as bwrap sees it: through the staging namespace when there is one.
-      const sourceOf = (path: string) => staging?.reachable(path) ?? path;
+      // A host path as bwrap sees it: through the staged mount points when there are some.
+      const sourceOf = (path: string) => staging?.plan.reachable(path) ?? path;
       seccomp = this.probe.seccomp ? openSeccompProgram(this.filesDirectory) : undefined;
       // Held at the user namespace until it is inside its cgroups, unless the engine holds the script itself.
       const holdSandbox = viaControlChannel && request.scriptGated !== true;
@@ -178,7 +177,7 @@ export class BubblewrapRunner implements SandboxRunner {
       const infoPosition = FIRST_INHERITED_FILE_DESCRIPTOR + descriptors.length;
       if (holdSandbox) descriptors.push(this.nullDescriptor());
       const stagingPosition = FIRST_INHERITED_FILE_DESCRIPTOR + descriptors.length;
-      if (staging !== undefined) descriptors.push(staging.descriptor);
+      if (staging?.namespace !== undefined) descriptors.push(staging.namespace.descriptor);
       const controlPosition = FIRST_INHERITED_FILE_DESCRIPTOR + descriptors.length;
 
       const environment = { ...request.environment };
@@ -227,20 +226,22 @@ export class BubblewrapRunner implements SandboxRunner {
         request.interpreter.executable,
         ...request.pythonArguments,
       ];
-      // Started as: [nsenter into the staging namespace, dropping to the sandbox user] [sh joining the cgroups] bwrap.
-      const command = [
-        ...(staging !== undefined
-          ? [
-              findNsenter(),
-              `--mount=/proc/self/fd/${stagingPosition}`,
-              ...(hostIsRoot() ? ['-S', String(user.uid), '-G', String(user.gid)] : []),
-              '--',
-            ]
-          : []),
+      const dropped = [
         ...(selfJoinFiles !== undefined ? ['/bin/sh', '-c', SELF_JOIN_SCRIPT, 'sh', ...selfJoinFiles, '--'] : []),
         this.bubblewrapPath,
         ...bubblewrapArguments,
       ];
+      const drop = hostIsRoot() ? ['-S', String(user.uid), '-G', String(user.gid)] : [];
+      // Started as: [staging: inline (unshare, mount, nsenter dropping to the sandbox user) or held (nsenter into the
+      // namespace, dropping)] [sh joining the cgroups] bwrap.
+      let command: string[] = dropped;
+      if (staging?.namespace !== undefined) {
+        command = [findNsenter(), `--mount=/proc/self/fd/${stagingPosition}`, ...drop, '--', ...dropped];
+      } else if (staging !== undefined) {
+        const messageDescriptor = viaControlChannel ? controlPosition : undefined;
+        command = staging.plan.inlineCommand([findNsenter(), ...drop, '--', ...dropped], messageDescriptor);
+        releaseStaging = () => staging.plan.release();
+      }
       const plan: LaunchPlan = {
         command: command[0] as string,
         args: command.slice(1),
@@ -258,11 +259,13 @@ export class BubblewrapRunner implements SandboxRunner {
           user,
           lease,
           warmUp,
+          releaseStaging,
           mode:
             cgroups === undefined ? 'none' : selfJoinFiles !== undefined ? 'self-join' : holdSandbox ? 'held' : 'gated',
         }),
       };
     } catch (error) {
+      releaseStaging?.();
       if (seccomp !== undefined) closeQuietly(seccomp);
       await cgroups?.dispose();
       await lease?.release();
@@ -322,9 +325,11 @@ export class BubblewrapRunner implements SandboxRunner {
   }
 
   /**
-   * Starts the staging namespace that the runs of an environment will need (when the host is root and some of what
-   * they mount is out of the sandbox user's reach), while the engine still writes the module and the run directory.
-   * The run's own {@link stagingFor} then finds it made or being made; a failure is left to the run to report.
+   * Prepares the staging that the runs of an environment will need (when the host is root and some of what they
+   * mount is out of the sandbox user's reach), while the engine still writes the module and the run directory: its
+   * plan before the first launch (which stages inline), the held namespace once a launch has happened (a pool's next
+   * interpreter, a server's next run). The run's own {@link stagingFor} then finds it made or being made; a failure
+   * is left to the run to report.
    */
   prepareAhead(environment: RunsAhead): void {
     if (!hostIsRoot()) return;
@@ -339,7 +344,7 @@ export class BubblewrapRunner implements SandboxRunner {
         const { source, writable } = environment.workspace;
         mounts.push({ source: this.realPath(source), destination: source, writable, kind: 'workspace' });
       }
-      this.stagingFor(mounts).catch(() => undefined);
+      this.stagingFor(mounts, true).catch(() => undefined);
     } catch {
       // A path that cannot be resolved now fails the run, which says why.
     }
@@ -392,11 +397,43 @@ export class BubblewrapRunner implements SandboxRunner {
   }
 
   /**
-   * The staging namespace when some source is out of the sandbox user's reach (only when the host is root), made
-   * once per set of roots. A run directory is staged through its parent, the runs root, so later runs reuse it.
+   * How a launch reaches the sources out of the sandbox user's reach (only when the host is root), or undefined when
+   * none is: planned once per set of roots; the plan's first launch stages inline, in its own process chain, and the
+   * later ones enter the namespace held for them, made by the second launch (or by {@link prepareAhead} after the
+   * first). `ahead` makes only what a coming launch would wait for, and never counts as the first launch. A run
+   * directory is staged through its parent, the runs root, so later runs reuse it.
    */
-  private async stagingFor(mounts: readonly Mount[]): Promise<StagingNamespace | undefined> {
+  private async stagingFor(mounts: readonly Mount[], ahead = false): Promise<LaunchStaging | undefined> {
     if (!hostIsRoot()) return undefined;
+    const needed = this.unreachableRoots(mounts);
+    if (needed.length === 0) return undefined;
+    let state = this.staging;
+    const covered = (root: StagingRoot) =>
+      state?.plan.roots.some((staged) => isInside(root.path, staged.path) && (staged.writable || !root.writable)) ===
+      true;
+    if (state === undefined || !needed.every(covered)) {
+      const roots = outermostRoots([...(state?.plan.roots ?? []), ...needed]);
+      state?.plan.retire();
+      state = { plan: new StagingPlan(roots, this.filesDirectory), launched: false, namespace: undefined };
+      this.staging = state;
+    }
+    if (state.namespace === undefined && state.launched) state.namespace = this.holdStaging(state);
+    if (state.namespace !== undefined) return { plan: state.plan, namespace: await state.namespace };
+    if (!ahead) state.launched = true;
+    return ahead ? undefined : { plan: state.plan, namespace: undefined };
+  }
+
+  /** Starts the held namespace of a plan; on failure the next launch plans afresh (and says why again). */
+  private holdStaging(state: StagingState): Promise<StagingNamespace> {
+    const namespace = state.plan.hold();
+    namespace.catch(() => {
+      if (this.staging === state) this.staging = undefined;
+    });
+    return namespace;
+  }
+
+  /** The roots a launch of `mounts` needs staged: sources (or the runs root) the sandbox user cannot reach. */
+  private unreachableRoots(mounts: readonly Mount[]): StagingRoot[] {
     const needed: StagingRoot[] = [];
     if (!this.isReachable(this.filesDirectory)) needed.push({ path: this.filesDirectory, writable: false });
     for (const mount of mounts) {
@@ -414,19 +451,21 @@ export class BubblewrapRunner implements SandboxRunner {
         needed.push({ path: mount.source, writable: false });
       }
     }
-    if (needed.length === 0) return undefined;
-    const known = this.staging?.roots ?? [];
-    const covered = (root: StagingRoot) =>
-      known.some((staged) => isInside(root.path, staged.path) && (staged.writable || !root.writable));
-    if (this.staging !== undefined && needed.every(covered)) return this.staging.namespace;
-    const roots = outermostRoots([...known, ...needed]);
-    const namespace = createStagingNamespace(roots, this.filesDirectory);
-    this.staging = { roots, namespace };
-    namespace.catch(() => {
-      if (this.staging?.namespace === namespace) this.staging = undefined;
-    });
-    return namespace;
+    return needed;
   }
+}
+
+/** The runner's staging: the plan for the roots staged so far, whether a launch used it, its held namespace. */
+interface StagingState {
+  readonly plan: StagingPlan;
+  launched: boolean;
+  namespace: Promise<StagingNamespace> | undefined;
+}
+
+/** How one launch is staged: inline from the plan (no namespace), or by entering the held namespace. */
+interface LaunchStaging {
+  readonly plan: StagingPlan;
+  readonly namespace: StagingNamespace | undefined;
 }
 
 /**
@@ -551,6 +590,7 @@ class BubblewrapContainment implements RunContainment {
   private readonly lease: RunUidLease | undefined;
   private readonly warmUp: Promise<void> | undefined;
   private readonly mode: ContainmentMode;
+  private releaseStaging: (() => void) | undefined;
   private seccompDescriptor: number | undefined;
   private sandboxPid: number | undefined;
   private controlChannel: Duplex | undefined;
@@ -561,6 +601,8 @@ class BubblewrapContainment implements RunContainment {
     readonly user: SandboxUser;
     readonly lease: RunUidLease | undefined;
     readonly warmUp: Promise<void> | undefined;
+    /** An inline staging's: its launch no longer reads the mount table. */
+    readonly releaseStaging: (() => void) | undefined;
     readonly mode: ContainmentMode;
   }) {
     this.cgroups = options.cgroups;
@@ -569,6 +611,7 @@ class BubblewrapContainment implements RunContainment {
     this.lease = options.lease;
     this.warmUp = options.warmUp;
     this.mode = options.mode;
+    this.releaseStaging = options.releaseStaging;
   }
 
   private closeDescriptors(): void {
@@ -637,6 +680,9 @@ class BubblewrapContainment implements RunContainment {
 
   async dispose(): Promise<void> {
     this.closeDescriptors();
+    // The run's processes are gone: its inline staging mounted the table, or never will.
+    this.releaseStaging?.();
+    this.releaseStaging = undefined;
     this.controlChannel?.destroy();
     await this.cgroups?.dispose();
     // The engine calls this once the run's processes were killed: the sandbox's pid namespace is gone or going, and

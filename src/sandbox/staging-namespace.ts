@@ -10,9 +10,11 @@ import { writeMountTable } from './mount-table.js';
 /**
  * bwrap resolves every bind source as the sandbox user, so when the host is root and the sandbox user is 65534, a
  * directory under a private parent (pyenv in /root/.pyenv, a project in /root/app) cannot be mounted into the
- * sandbox. The staging namespace fixes that without touching the host: one private mount namespace, made once per
- * host process, in which those directories are bind-mounted (read-only) under a directory the sandbox user can
- * reach; runs enter it with `nsenter --mount` before starting bwrap. It lives as long as the descriptor we hold.
+ * sandbox. Staging fixes that without touching the host: in a private mount namespace those directories are
+ * bind-mounted (read-only, but the runs root) under a directory the sandbox user can reach. The first launch makes
+ * that namespace inline, in its own process chain (unshare, mount, then the drop to the run's user), so a one-shot
+ * command starts no other process; later launches enter a namespace made once and held by a descriptor
+ * (`nsenter --mount`). Both read the same {@link StagingPlan}, so paths map the same way.
  */
 
 /** How long making the staging namespace may take (generous: under a saturated CPU it has been seen past 10 s). */
@@ -31,7 +33,7 @@ export interface StagingRoot {
   readonly writable: boolean;
 }
 
-/** A private mount namespace in which directories unreachable by the sandbox user are reachable. */
+/** A private mount namespace, made by {@link StagingPlan.hold}, in which a plan's roots are reachable. */
 export interface StagingNamespace {
   /** Open descriptor of the mount namespace (`/proc/<pid>/ns/mnt`), held for the life of the host process. */
   readonly descriptor: number;
@@ -113,62 +115,154 @@ export function findNsenter(): string {
   return findTool('nsenter');
 }
 
-/**
- * Makes a staging namespace for `roots` (absolute real paths of directories), with mount points under
- * `filesDirectory`. Runs once per set of roots; the caller caches it.
- * @throws CodecallError `SANDBOX_UNAVAILABLE` when the namespace cannot be made.
- */
-export async function createStagingNamespace(
-  roots: readonly StagingRoot[],
-  filesDirectory: string,
-): Promise<StagingNamespace> {
-  const unshare = findTool('unshare');
-  findTool('mount');
-  const stageDirectory = join(filesDirectory, `stage-${process.pid}-${randomHex(4)}`);
-  mkdirSync(stageDirectory, { mode: 0o711 });
-  const mountPoints = roots.map((_, index) => join(stageDirectory, String(index)));
-  for (const mountPoint of mountPoints) mkdirSync(mountPoint, { mode: 0o755 });
-  // The mount points are empty directories on the host; they go when this process exits.
-  process.once('exit', () => rmSync(stageDirectory, { recursive: true, force: true }));
-  // One mount(8) makes every bind from a mount table, with its flags: one process, not one per root.
-  const mountTable = join(stageDirectory, 'mounts');
-  writeMountTable(
-    mountTable,
-    roots.map((root, index) => ({
-      source: root.path,
-      target: mountPoints[index] ?? '',
-      type: 'none',
-      options: `bind,${root.writable ? 'rw' : 'ro'},nosuid,nodev`,
-    })),
+/** The message of a staging that failed: which roots, why, and what to do. */
+function stagingFailureMessage(roots: readonly StagingRoot[], why: string): string {
+  return (
+    `cannot make the staging mount namespace for ${stagedPaths(roots)} (${why}); ` +
+    'make these directories reachable by other users or run codecall as a non-root user'
   );
-  const script = [
-    'set -e',
-    'mount -a -T "$1"',
-    'echo ready',
-    // Waits until the host closes stdin (the shell's own read: no further process to start).
-    'read -r _ || :',
-  ].join('\n');
-  const descriptor = await holdMountNamespace({
-    unshare,
-    script,
-    scriptArguments: [mountTable],
-    timeoutMs: STAGING_TIMEOUT_MS,
-    failure: (why) =>
-      new CodecallError(
-        'SANDBOX_UNAVAILABLE',
-        `cannot make the staging mount namespace for ${roots.map((root) => root.path).join(', ')} (${why}); ` +
-          'make these directories reachable by other users or run codecall as a non-root user',
-        { roots },
-      ),
-  }).finally(() => rmSync(mountTable, { force: true }));
-  return {
-    descriptor,
-    roots,
-    reachable(path: string): string | undefined {
-      for (const [index, root] of roots.entries()) {
-        if (isInside(path, root.path)) return `${mountPoints[index]}${path.slice(root.path.length)}`;
-      }
-      return undefined;
-    },
-  };
 }
+
+function stagedPaths(roots: readonly StagingRoot[]): string {
+  return roots.map((root) => root.path).join(', ');
+}
+
+/**
+ * The staged layout of a set of roots, made on the host before any namespace: a stage directory (root's, 0711) in the
+ * sandbox files directory with one empty mount point per root, and the mount table that binds each root on its mount
+ * point. Both ways of staging read it: a launch that stages inline in its own process chain, and the holder of a
+ * namespace that later launches enter. The table stays while one of them may still read it.
+ */
+export class StagingPlan {
+  /** The staged directories. */
+  readonly roots: readonly StagingRoot[];
+  /** The mount table (mode 0600, in the stage directory), read by mount(8) as root. */
+  readonly mountTable: string;
+  private readonly mountPoints: readonly string[];
+  private readers = 0;
+  private retired = false;
+
+  /**
+   * Makes the stage directory, its mount points and the mount table under `filesDirectory` (root's own, see
+   * sandbox-files.ts); they go when this process exits.
+   * @throws CodecallError `SANDBOX_UNAVAILABLE` when util-linux is missing.
+   */
+  constructor(roots: readonly StagingRoot[], filesDirectory: string) {
+    findTool('unshare');
+    findTool('mount');
+    this.roots = roots;
+    const stageDirectory = join(filesDirectory, `stage-${process.pid}-${randomHex(4)}`);
+    mkdirSync(stageDirectory, { mode: 0o711 });
+    // The mount points are empty directories on the host; they go when this process exits.
+    process.once('exit', () => rmSync(stageDirectory, { recursive: true, force: true }));
+    this.mountPoints = roots.map((_, index) => join(stageDirectory, String(index)));
+    for (const mountPoint of this.mountPoints) mkdirSync(mountPoint, { mode: 0o755 });
+    // One mount(8) makes every bind from a mount table, with its flags: one process, not one per root.
+    this.mountTable = join(stageDirectory, 'mounts');
+    writeMountTable(
+      this.mountTable,
+      roots.map((root, index) => ({
+        source: root.path,
+        target: this.mountPoints[index] ?? '',
+        type: 'none',
+        options: `bind,${root.writable ? 'rw' : 'ro'},nosuid,nodev`,
+      })),
+    );
+  }
+
+  /** Where `path` (inside a staged root) is reachable inside a staged namespace, or undefined when it is not staged. */
+  reachable(path: string): string | undefined {
+    for (const [index, root] of this.roots.entries()) {
+      if (isInside(path, root.path)) return `${this.mountPoints[index]}${path.slice(root.path.length)}`;
+    }
+    return undefined;
+  }
+
+  /**
+   * The command that stages inline, then runs `command`: `unshare` makes a private mount namespace, a shell (root)
+   * mounts the table in it and execs `command`, which must drop to the run's user itself (nsenter -S -G). On a failed
+   * mount the shell prints a `codecall:` message naming the roots on stderr, and on `messageDescriptor` when given
+   * (the control channel the host reads), and exits 125. Call {@link release} once the launch can no longer read
+   * the table (its processes are gone).
+   */
+  inlineCommand(command: readonly string[], messageDescriptor: number | undefined): string[] {
+    this.readers += 1;
+    return [
+      findTool('unshare'),
+      '--mount',
+      '--propagation',
+      'private',
+      '--',
+      '/bin/sh',
+      '-c',
+      INLINE_STAGING_SCRIPT,
+      'sh',
+      findTool('mount'),
+      this.mountTable,
+      `codecall: ${stagingFailureMessage(this.roots, 'mount(8) failed')}`,
+      messageDescriptor === undefined ? '' : String(messageDescriptor),
+      '--',
+      ...command,
+    ];
+  }
+
+  /**
+   * Makes a private mount namespace with the table mounted, held by a descriptor, for the launches after the first.
+   * The plan takes no inline launch after this (made or failed, the runner moves on), so the table goes once read.
+   * @throws CodecallError `SANDBOX_UNAVAILABLE` when the namespace cannot be made.
+   */
+  async hold(): Promise<StagingNamespace> {
+    this.readers += 1;
+    try {
+      const descriptor = await holdMountNamespace({
+        unshare: findTool('unshare'),
+        script: HOLDER_SCRIPT,
+        scriptArguments: [this.mountTable],
+        timeoutMs: STAGING_TIMEOUT_MS,
+        failure: (why) =>
+          new CodecallError('SANDBOX_UNAVAILABLE', stagingFailureMessage(this.roots, why), { roots: this.roots }),
+      });
+      return { descriptor, roots: this.roots, reachable: (path) => this.reachable(path) };
+    } finally {
+      this.retired = true;
+      this.release();
+    }
+  }
+
+  /** One reader of the table (an inline launch, a holder) is done with it. */
+  release(): void {
+    this.readers = Math.max(0, this.readers - 1);
+    this.removeTableWhenUnused();
+  }
+
+  /** No new reader will come (a namespace is held, or another plan replaced this one): the table may go. */
+  retire(): void {
+    this.retired = true;
+    this.removeTableWhenUnused();
+  }
+
+  private removeTableWhenUnused(): void {
+    if (this.retired && this.readers === 0) rmSync(this.mountTable, { force: true });
+  }
+}
+
+/**
+ * The shell of an inline staging, as root in the new mount namespace: `$1` mount(8), `$2` the table, `$3` the failure
+ * message, `$4` a descriptor to copy it to (or empty), `--`, then the command. Fixed text, absolute tools, everything
+ * else as arguments (the environment is empty).
+ */
+const INLINE_STAGING_SCRIPT = [
+  // mount(8) prints nothing on success; whatever it says goes to stderr, never into the script's stdout.
+  'if ! "$1" -a -T "$2" >&2; then',
+  '  printf "%s\\n" "$3" >&2',
+  '  if [ -n "$4" ]; then printf "%s\\n" "$3" >&"$4"; fi',
+  '  exit 125',
+  'fi',
+  'shift 5',
+  // The shell exports PWD; bwrap (pid 1 in the sandbox, its environment readable there) must start with nothing.
+  'unset PWD',
+  'exec "$@"',
+].join('\n');
+
+/** The holder's shell: mounts the table, says `ready`, then waits until the host closes stdin (no further process). */
+const HOLDER_SCRIPT = ['set -e', 'mount -a -T "$1"', 'echo ready', 'read -r _ || :'].join('\n');
