@@ -23,6 +23,7 @@ import type { LaunchPlan, LaunchRequest, PreparedLaunch, RunContainment, RunsAhe
 import { chooseSandboxFilesDirectory, writeContentAddressedFile } from './sandbox-files.js';
 import { openSeccompProgram } from './seccomp.js';
 import {
+  directoryIdentity,
   findNsenter,
   isReachableBy,
   type StagingNamespace,
@@ -119,6 +120,10 @@ export class BubblewrapRunner implements SandboxRunner {
   private readonly realPaths = new Map<string, string>();
   private readonly reachable = new Map<string, boolean>();
   private staging: StagingState | undefined;
+  /** Identity of each staged root when first needed, before a script of this runner could have run. */
+  private readonly rootIdentities = new Map<string, string>();
+  /** Whether a launch was prepared: from then on a script may have run, and staging is checked (held), not inline. */
+  private launched = false;
   private devNull: number | undefined;
   private readonly accounts = new Map<number, { readonly passwd: string; readonly group: string }>();
 
@@ -148,6 +153,8 @@ export class BubblewrapRunner implements SandboxRunner {
 
   async prepare(request: LaunchRequest): Promise<PreparedLaunch> {
     const { limits } = request;
+    const firstLaunch = !this.launched;
+    this.launched = true;
     // cgroup v1: the launch joins the run itself, cheaply, before it starts bwrap (see RunCgroups.selfJoinFiles).
     const launcherJoins = this.cgroupJoin !== 'host' && this.probe.cgroups.version === 1;
     let cgroups: RunCgroups | undefined;
@@ -166,7 +173,7 @@ export class BubblewrapRunner implements SandboxRunner {
       const viaControlChannel = cgroups !== undefined && selfJoinFiles === undefined;
       const warmUp = viaControlChannel ? warmUpCgroupMigration() : undefined;
       const mounts = this.mountsFor(request);
-      const staging = await this.stagingFor(mounts);
+      const staging = await this.stagingFor(mounts, firstLaunch ? 'inline' : 'held');
       // A host path as bwrap sees it: through the staged mount points when there are some.
       const sourceOf = (path: string) => staging?.plan.reachable(path) ?? path;
       seccomp = this.probe.seccomp ? openSeccompProgram(this.filesDirectory) : undefined;
@@ -344,7 +351,7 @@ export class BubblewrapRunner implements SandboxRunner {
         const { source, writable } = environment.workspace;
         mounts.push({ source: this.realPath(source), destination: source, writable, kind: 'workspace' });
       }
-      this.stagingFor(mounts, true).catch(() => undefined);
+      this.stagingFor(mounts, 'ahead').catch(() => undefined);
     } catch {
       // A path that cannot be resolved now fails the run, which says why.
     }
@@ -398,12 +405,15 @@ export class BubblewrapRunner implements SandboxRunner {
 
   /**
    * How a launch reaches the sources out of the sandbox user's reach (only when the host is root), or undefined when
-   * none is: planned once per set of roots; the plan's first launch stages inline, in its own process chain, and the
-   * later ones enter the namespace held for them, made by the second launch (or by {@link prepareAhead} after the
-   * first). `ahead` makes only what a coming launch would wait for, and never counts as the first launch. A run
-   * directory is staged through its parent, the runs root, so later runs reuse it.
+   * none is: planned once per set of roots. The runner's first launch (`inline`) stages in its own process chain;
+   * the later ones (`held`) enter the namespace held for them, made by the second launch (or by
+   * {@link prepareAhead} after the first), which checks what it mounted. `ahead` makes only what a coming launch
+   * would wait for. A run directory is staged through its parent, the runs root, so later runs reuse it.
    */
-  private async stagingFor(mounts: readonly Mount[], ahead = false): Promise<LaunchStaging | undefined> {
+  private async stagingFor(
+    mounts: readonly Mount[],
+    use: 'inline' | 'held' | 'ahead',
+  ): Promise<LaunchStaging | undefined> {
     if (!hostIsRoot()) return undefined;
     const needed = this.unreachableRoots(mounts);
     if (needed.length === 0) return undefined;
@@ -414,14 +424,24 @@ export class BubblewrapRunner implements SandboxRunner {
     if (state === undefined || !needed.every(covered)) {
       const roots = outermostRoots([...(state?.plan.roots ?? []), ...needed]);
       state?.plan.retire();
-      state = { plan: new StagingPlan(roots, this.filesDirectory), launched: false, namespace: undefined };
+      state = { plan: new StagingPlan(roots, this.filesDirectory, this.rootIdentity), namespace: undefined };
       this.staging = state;
     }
-    if (state.namespace === undefined && state.launched) state.namespace = this.holdStaging(state);
-    if (state.namespace !== undefined) return { plan: state.plan, namespace: await state.namespace };
-    if (!ahead) state.launched = true;
-    return ahead ? undefined : { plan: state.plan, namespace: undefined };
+    if (use === 'inline' && state.namespace === undefined) return { plan: state.plan, namespace: undefined };
+    if (use === 'ahead' && !this.launched) return undefined;
+    state.namespace ??= this.holdStaging(state);
+    return { plan: state.plan, namespace: await state.namespace };
   }
+
+  /** A root's identity as first seen (see {@link directoryIdentity}); recorded when the root is first needed. */
+  private readonly rootIdentity = (path: string): string => {
+    let identity = this.rootIdentities.get(path);
+    if (identity === undefined) {
+      identity = directoryIdentity(path);
+      this.rootIdentities.set(path, identity);
+    }
+    return identity;
+  };
 
   /** Starts the held namespace of a plan; on failure the next launch plans afresh (and says why again). */
   private holdStaging(state: StagingState): Promise<StagingNamespace> {
@@ -451,14 +471,16 @@ export class BubblewrapRunner implements SandboxRunner {
         needed.push({ path: mount.source, writable: false });
       }
     }
+    // Seen now, while no script of this runner may have run yet (the environment's roots are needed ahead or at the
+    // first launch).
+    for (const root of needed) this.rootIdentity(root.path);
     return needed;
   }
 }
 
-/** The runner's staging: the plan for the roots staged so far, whether a launch used it, its held namespace. */
+/** The runner's staging: the plan for the roots staged so far and its held namespace, once made. */
 interface StagingState {
   readonly plan: StagingPlan;
-  launched: boolean;
   namespace: Promise<StagingNamespace> | undefined;
 }
 

@@ -12,6 +12,11 @@ export interface HoldMountNamespaceOptions {
   /** Variables of the script besides PATH. */
   readonly environment?: Readonly<Record<string, string>>;
   readonly timeoutMs: number;
+  /**
+   * Checks the namespace while the holder still lives (`pid`: its process, whose `/proc/<pid>/root` shows the
+   * namespace's files) and says why it is wrong, or undefined when it is right.
+   */
+  verify?(pid: number): string | undefined;
   /** The error thrown on failure, given why it failed. */
   failure(why: string): CodecallError;
 }
@@ -50,6 +55,11 @@ export function holdMountNamespace(options: HoldMountNamespaceOptions): Promise<
       clearTimeout(timer);
       holder.removeAllListeners('exit');
       try {
+        const wrong = options.verify?.(holder.pid);
+        if (wrong !== undefined) {
+          fail(wrong);
+          return;
+        }
         resolve(openSync(`/proc/${holder.pid}/ns/mnt`, 'r'));
       } catch (error) {
         fail((error as Error).message);

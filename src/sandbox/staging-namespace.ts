@@ -115,6 +115,12 @@ export function findNsenter(): string {
   return findTool('nsenter');
 }
 
+/** A directory's identity, `device:inode` (a bind mount shows its source's); follows links. */
+export function directoryIdentity(path: string): string {
+  const stats = statSync(path, { bigint: true });
+  return `${stats.dev}:${stats.ino}`;
+}
+
 /** The message of a staging that failed: which roots, why, and what to do. */
 function stagingFailureMessage(roots: readonly StagingRoot[], why: string): string {
   return (
@@ -139,18 +145,21 @@ export class StagingPlan {
   /** The mount table (mode 0600, in the stage directory), read by mount(8) as root. */
   readonly mountTable: string;
   private readonly mountPoints: readonly string[];
+  private readonly identities: readonly string[];
   private readers = 0;
   private retired = false;
 
   /**
    * Makes the stage directory, its mount points and the mount table under `filesDirectory` (root's own, see
-   * sandbox-files.ts); they go when this process exits.
+   * sandbox-files.ts); they go when this process exits. `identityOf` gives a root's identity as first seen (see
+   * {@link directoryIdentity}), which a held namespace must show at its mount point.
    * @throws CodecallError `SANDBOX_UNAVAILABLE` when util-linux is missing.
    */
-  constructor(roots: readonly StagingRoot[], filesDirectory: string) {
+  constructor(roots: readonly StagingRoot[], filesDirectory: string, identityOf: (path: string) => string) {
     findTool('unshare');
     findTool('mount');
     this.roots = roots;
+    this.identities = roots.map((root) => identityOf(root.path));
     const stageDirectory = join(filesDirectory, `stage-${process.pid}-${randomHex(4)}`);
     mkdirSync(stageDirectory, { mode: 0o711 });
     // The mount points are empty directories on the host; they go when this process exits.
@@ -180,7 +189,9 @@ export class StagingPlan {
 
   /**
    * The command that stages inline, then runs `command`: `unshare` makes a private mount namespace, a shell (root)
-   * mounts the table in it and execs `command`, which must drop to the run's user itself (nsenter -S -G). On a failed
+   * mounts the table in it and execs `command`, which must drop to the run's user itself (nsenter -S -G). Nothing
+   * checks what got mounted, so only a launch that no script of this host ran before may stage inline (see
+   * {@link hold}). On a failed
    * mount the shell prints a `codecall:` message naming the roots on stderr, and on `messageDescriptor` when given
    * (the control channel the host reads), and exits 125. Call {@link release} once the launch can no longer read
    * the table (its processes are gone).
@@ -219,6 +230,15 @@ export class StagingPlan {
         script: HOLDER_SCRIPT,
         scriptArguments: [this.mountTable],
         timeoutMs: STAGING_TIMEOUT_MS,
+        // mount(8), as root, follows links on the way to a source: a script that ran since the roots were first seen
+        // could have put one there (a directory it may write), so what got mounted must be what was seen.
+        verify: (pid) => {
+          for (const [index, root] of this.roots.entries()) {
+            const mounted = directoryIdentity(`/proc/${pid}/root${this.mountPoints[index]}`);
+            if (mounted !== this.identities[index]) return `${root.path} is no longer the directory first seen there`;
+          }
+          return undefined;
+        },
         failure: (why) =>
           new CodecallError('SANDBOX_UNAVAILABLE', stagingFailureMessage(this.roots, why), { roots: this.roots }),
       });
