@@ -5,7 +5,10 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
+  renameSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -63,7 +66,10 @@ function runCgroupDirectories(runId: string): string[] {
 
 describe.skipIf(!bubblewrapUsable)('bubblewrap runner', () => {
   const scratch = mkdtempSync(join(tmpdir(), 'codecall-runner-'));
-  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+  const filesDirectories: string[] = [];
+  afterAll(() => {
+    for (const directory of [scratch, ...filesDirectories]) rmSync(directory, { recursive: true, force: true });
+  });
 
   it('starts bwrap with an empty environment and no host uid, and lists what it mounts', async () => {
     const runner = await createBubblewrapRunner();
@@ -165,39 +171,155 @@ describe.skipIf(!bubblewrapUsable)('bubblewrap runner', () => {
     },
   );
 
-  it.skipIf(!hostIsRoot())(
-    'as root, makes the staging namespace ahead of the first run, and the run uses that one',
-    async () => {
-      const privateDirectory = join(scratch, 'private-ahead');
-      const library = join(privateDirectory, 'modules', 'library');
-      mkdirSync(library, { recursive: true });
-      chmodSync(privateDirectory, 0o700);
-      writeFileSync(join(library, 'ahead_helper.py'), 'VALUE = 7\n');
-      const runsRoot = join(privateDirectory, 'runs');
-      mkdirSync(runsRoot, { mode: 0o711 });
-      const filesDirectory = mkdtempSync(join(tmpdir(), 'codecall-ahead-files-'));
-      chmodSync(filesDirectory, 0o711);
-      const stages = () => readdirSync(filesDirectory).filter((name) => name.startsWith(`stage-${process.pid}-`));
+  /** A folder the run uids cannot reach holding a module, a runs root and a sandbox files folder of its own. */
+  function privateLayout(name: string, moduleName: string, value: number) {
+    const privateDirectory = join(scratch, name);
+    const library = join(privateDirectory, 'modules', 'library');
+    mkdirSync(library, { recursive: true });
+    chmodSync(privateDirectory, 0o700);
+    writeFileSync(join(library, `${moduleName}.py`), `VALUE = ${value}\n`);
+    const runsRoot = join(privateDirectory, 'runs');
+    mkdirSync(runsRoot, { mode: 0o711 });
+    // Reachable by the run uids, like the folder the runner picks itself (the scratch folder is not).
+    const filesDirectory = mkdtempSync(join(tmpdir(), `codecall-${name}-files-`));
+    chmodSync(filesDirectory, 0o711);
+    filesDirectories.push(filesDirectory);
+    const stages = () => readdirSync(filesDirectory).filter((entry) => entry.startsWith(`stage-${process.pid}-`));
+    const code = `import sys\nsys.path.insert(0, ${JSON.stringify(library)})\nimport ${moduleName}\nprint(${moduleName}.VALUE)`;
+    return { privateDirectory, library, runsRoot, filesDirectory, stages, code };
+  }
+
+  /** Mount namespaces this process holds a descriptor of (a held staging namespace is one). */
+  function heldMountNamespaces(): number {
+    return readdirSync('/proc/self/fd').filter((descriptor) => {
       try {
-        const runner = await createBubblewrapRunner({ filesDirectory });
-        runner.prepareAhead({
-          interpreter: await resolvePythonInterpreter('python3'),
-          readOnlyPaths: [dirname(library)],
-          runsRoot,
-        });
-        expect(stages()).toHaveLength(1);
-        const outcome = await launchWithRunner({
-          runner,
-          runsRoot,
-          readOnlyPaths: [library],
-          code: `import sys\nsys.path.insert(0, ${JSON.stringify(library)})\nimport ahead_helper\nprint(ahead_helper.VALUE)`,
-        });
-        expect(outcome.stderr).toBe('');
-        expect(outcome.stdout).toBe('7\n');
-        expect(stages()).toHaveLength(1);
-      } finally {
-        rmSync(filesDirectory, { recursive: true, force: true });
+        return readlinkSync(join('/proc/self/fd', descriptor)).startsWith('mnt:');
+      } catch {
+        return false;
       }
+    }).length;
+  }
+
+  it.skipIf(!hostIsRoot())(
+    'as root, the first launch stages inline in its own chain, the next ones enter one namespace held for them',
+    async () => {
+      const layout = privateLayout('private-inline', 'inline_helper', 5);
+      const runner = await createBubblewrapRunner({ filesDirectory: layout.filesDirectory });
+      const held = heldMountNamespaces();
+      const commands: string[][] = [];
+      const launch = () =>
+        launchWithRunner({
+          runner,
+          runsRoot: layout.runsRoot,
+          readOnlyPaths: [layout.library],
+          code: layout.code,
+          onPlan: (plan) => commands.push([plan.command, ...plan.args]),
+        });
+      const first = await launch();
+      expect(first.stderr).toBe('');
+      expect(first.stdout).toBe('5\n');
+      // No holder: the run's own process made the namespace (unshare), and nothing is held for later.
+      expect(commands[0]?.[0]).toMatch(/\/unshare$/);
+      expect(commands[0]?.some((argument) => argument.startsWith('--mount=/proc/self/fd/'))).toBe(false);
+      expect(heldMountNamespaces()).toBe(held);
+      const [stage] = layout.stages();
+      expect(readdirSync(join(layout.filesDirectory, stage ?? ''))).toContain('mounts');
+      for (const expected of ['6\n', '6\n']) {
+        writeFileSync(join(layout.library, 'inline_helper.py'), 'VALUE = 6\n');
+        const later = await launch();
+        expect(later.stderr).toBe('');
+        expect(later.stdout).toBe(expected);
+      }
+      for (const command of commands.slice(1)) {
+        expect(command[0]).toMatch(/\/nsenter$/);
+        expect(command[1]).toMatch(/^--mount=\/proc\/self\/fd\/\d+$/);
+      }
+      // One namespace for both later launches, the same plan (one stage), and its table gone once read.
+      expect(heldMountNamespaces()).toBe(held + 1);
+      expect(layout.stages()).toEqual([stage]);
+      expect(readdirSync(join(layout.filesDirectory, stage ?? ''))).not.toContain('mounts');
+    },
+  );
+
+  it.skipIf(!hostIsRoot())(
+    'as root, plans the staging ahead of the first run, which stages inline; ahead of the next it holds the namespace',
+    async () => {
+      const layout = privateLayout('private-ahead', 'ahead_helper', 7);
+      const runner = await createBubblewrapRunner({ filesDirectory: layout.filesDirectory });
+      const ahead = {
+        interpreter: await resolvePythonInterpreter('python3'),
+        readOnlyPaths: [dirname(layout.library)],
+        runsRoot: layout.runsRoot,
+      };
+      const held = heldMountNamespaces();
+      runner.prepareAhead(ahead);
+      expect(layout.stages()).toHaveLength(1);
+      const outcome = await launchWithRunner({
+        runner,
+        runsRoot: layout.runsRoot,
+        readOnlyPaths: [layout.library],
+        code: layout.code,
+      });
+      expect(outcome.stderr).toBe('');
+      expect(outcome.stdout).toBe('7\n');
+      expect(layout.stages()).toHaveLength(1);
+      expect(heldMountNamespaces()).toBe(held);
+      runner.prepareAhead(ahead);
+      expect(await eventually(() => heldMountNamespaces() === held + 1)).toBe(true);
+      expect(layout.stages()).toHaveLength(1);
+    },
+  );
+
+  describe.skipIf(!hostIsRoot()).each([
+    ['by its launcher', 'launcher'],
+    ['by the host', 'host'],
+  ] as const)('as root, an inline staging that cannot mount (cgroups joined %s)', (_, cgroupJoin) => {
+    const applies = cgroupJoin === 'host' || sandboxProbe.cgroups.version === 1 || !cgroupsActive;
+    it.skipIf(!applies)('says so, naming the roots and what to do', async () => {
+      const layout = privateLayout(`private-failing-${cgroupJoin}`, 'failing_helper', 1);
+      const runner = await createBubblewrapRunner({ filesDirectory: layout.filesDirectory, cgroupJoin });
+      const launched = launchWithRunner({
+        runner,
+        runsRoot: layout.runsRoot,
+        readOnlyPaths: [layout.library],
+        code: layout.code,
+        // The root is gone by the time the chain mounts it.
+        onPlan: () => renameSync(layout.library, `${layout.library}-gone`),
+      });
+      const message = new RegExp(
+        `codecall: cannot make the staging mount namespace for .*${layout.library}.*\\(mount\\(8\\) failed\\); ` +
+          'make these directories reachable by other users or run codecall as a non-root user',
+      );
+      if (cgroupsActive && cgroupJoin === 'host') {
+        // The host waits for bwrap on the control channel: it reads the message there and fails the launch.
+        await expect(launched).rejects.toMatchObject({ code: 'SANDBOX_UNAVAILABLE', message });
+      } else {
+        const outcome = await launched;
+        expect(outcome.exitCode).toBe(125);
+        expect(outcome.stdout).toBe('');
+        expect(outcome.stderr).toMatch(message);
+      }
+    });
+  });
+
+  it.skipIf(!hostIsRoot())(
+    'as root, a staged root replaced by a link after the first run is not mounted for the next ones',
+    async () => {
+      const layout = privateLayout('private-swapped', 'swapped_helper', 3);
+      // What a script of the first run could reach if a link made root bind it: a folder it must never see.
+      const secret = join(layout.privateDirectory, 'secret');
+      mkdirSync(secret, { mode: 0o700 });
+      writeFileSync(join(secret, 'swapped_helper.py'), 'VALUE = "secret"\n');
+      const runner = await createBubblewrapRunner({ filesDirectory: layout.filesDirectory });
+      const launch = () =>
+        launchWithRunner({ runner, runsRoot: layout.runsRoot, readOnlyPaths: [layout.library], code: layout.code });
+      expect((await launch()).stdout).toBe('3\n');
+      renameSync(layout.library, `${layout.library}-moved`);
+      symlinkSync(secret, layout.library);
+      await expect(launch()).rejects.toMatchObject({
+        code: 'SANDBOX_UNAVAILABLE',
+        message: expect.stringContaining(`${layout.library} is no longer the directory first seen there`),
+      });
     },
   );
 });

@@ -9,7 +9,7 @@ import { RUNTIME_DIR } from '../../../src/engine/codecall.js';
 import { BOOT_COMMAND } from '../../../src/engine/launch/interpreter-launch.js';
 import { buildScriptEnvironment } from '../../../src/sandbox/environment.js';
 import { resolvePythonInterpreter } from '../../../src/sandbox/interpreter.js';
-import type { SandboxRunner } from '../../../src/sandbox/runner.js';
+import type { LaunchPlan, SandboxRunner } from '../../../src/sandbox/runner.js';
 
 /** What a run launched by {@link launchWithRunner} did. */
 export interface LaunchOutcome {
@@ -34,6 +34,8 @@ export interface LaunchOptions {
    * resolved, before the boot runs the script — the contract of the engine's pooled boot.
    */
   readonly gated?: boolean;
+  /** Called with the launch plan between `prepare` and the spawn. */
+  readonly onPlan?: ((plan: LaunchPlan) => void) | undefined;
   /** Called while the script runs (after `afterSpawn`), with the run's id. */
   readonly whileRunning?: ((runId: string) => void | Promise<void>) | undefined;
 }
@@ -81,6 +83,7 @@ export async function launchWithRunner(options: LaunchOptions): Promise<LaunchOu
     network: false,
     scriptGated: options.gated === true,
   });
+  options.onPlan?.(plan);
   const inherited = plan.inheritedFileDescriptors ?? [];
   const child = spawn(plan.command, plan.args, {
     cwd: plan.cwd,
