@@ -129,8 +129,12 @@ function stagingFailureMessage(roots: readonly StagingRoot[], why: string): stri
   );
 }
 
+/**
+ * The roots quoted as JSON strings: the message may travel on the control channel, where the host looks for bwrap's
+ * `"child-pid": N`, and a quote or a line break in a path must not read as one.
+ */
 function stagedPaths(roots: readonly StagingRoot[]): string {
-  return roots.map((root) => root.path).join(', ');
+  return roots.map((root) => JSON.stringify(root.path)).join(', ');
 }
 
 /**

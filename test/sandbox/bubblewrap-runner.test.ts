@@ -287,7 +287,7 @@ describe.skipIf(!bubblewrapUsable)('bubblewrap runner', () => {
         onPlan: () => renameSync(layout.library, `${layout.library}-gone`),
       });
       const message = new RegExp(
-        `codecall: cannot make the staging mount namespace for .*${layout.library}.*\\(mount\\(8\\) failed\\); ` +
+        `codecall: cannot make the staging mount namespace for .*"${layout.library}".*\\(mount\\(8\\) failed\\); ` +
           'make these directories reachable by other users or run codecall as a non-root user',
       );
       if (cgroupsActive && cgroupJoin === 'host') {
