@@ -115,6 +115,19 @@ export function findNsenter(): string {
   return findTool('nsenter');
 }
 
+/** Stage directories of this process: empty mount points (and tables) on the host, removed when it exits. */
+const stageDirectories = new Set<string>();
+
+/** Removes `directory` when this process exits; one exit listener for every plan of the process. */
+function removeAtExit(directory: string): void {
+  if (stageDirectories.size === 0) {
+    process.once('exit', () => {
+      for (const stage of stageDirectories) rmSync(stage, { recursive: true, force: true });
+    });
+  }
+  stageDirectories.add(directory);
+}
+
 /** A directory's identity, `device:inode` (a bind mount shows its source's); follows links. */
 export function directoryIdentity(path: string): string {
   const stats = statSync(path, { bigint: true });
@@ -166,8 +179,7 @@ export class StagingPlan {
     this.identities = roots.map((root) => identityOf(root.path));
     const stageDirectory = join(filesDirectory, `stage-${process.pid}-${randomHex(4)}`);
     mkdirSync(stageDirectory, { mode: 0o711 });
-    // The mount points are empty directories on the host; they go when this process exits.
-    process.once('exit', () => rmSync(stageDirectory, { recursive: true, force: true }));
+    removeAtExit(stageDirectory);
     this.mountPoints = roots.map((_, index) => join(stageDirectory, String(index)));
     for (const mountPoint of this.mountPoints) mkdirSync(mountPoint, { mode: 0o755 });
     // One mount(8) makes every bind from a mount table, with its flags: one process, not one per root.
