@@ -1,7 +1,18 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  open,
+  openSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { OutputCapture } from '../../src/engine/supervise/output-capture.js';
 import { SavedOutputFile } from '../../src/engine/supervise/saved-output-file.js';
 
@@ -24,7 +35,7 @@ describe('a saved output file', () => {
     expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
-  it('keeps two files apart when they are written at once and their batches are reused, their ends beside writes in flight', async () => {
+  it('keeps two files apart when they are written at once from one buffer overwritten by the next, their ends beside writes in flight', async () => {
     const texts = [0, 1].map((file) =>
       Array.from({ length: 40_000 }, (_, index) => `file ${file} line ${index}\n`).join(''),
     );
@@ -51,6 +62,35 @@ describe('a saved output file', () => {
     }
     expect(await Promise.all(files.map((file) => file.end()))).toEqual([true, true]);
     expect(paths.map((path) => readFileSync(path, 'utf8'))).toEqual(texts);
+  });
+
+  it('gives a batch back for reuse only once its write is done, not while the write waits for a pool thread', async () => {
+    // Spare batches of 8 bytes, left by a finished file.
+    const spares = new SavedOutputFile(join(folder, 'spares.txt'), 8);
+    spares.write(Buffer.from('s'.repeat(32)));
+    expect(await spares.end()).toBe(true);
+    const paths = ['first', 'second'].map((name) => join(folder, `${name}.txt`));
+    const [first, second] = paths.map((path) => new SavedOutputFile(path, 8)) as [SavedOutputFile, SavedOutputFile];
+    await vi.waitFor(() => expect(paths.every((path) => existsSync(path))).toBe(true));
+    // The opens' callbacks run on the turn after the files appear.
+    for (let turn = 0; turn < 5; turn += 1) await new Promise((resolve) => setImmediate(resolve));
+    // Every thread of the pool blocked in opening a FIFO nobody writes yet: the first file's write waits in the queue.
+    const fifos = Array.from({ length: Math.max(4, Number(process.env.UV_THREADPOOL_SIZE ?? 4)) }, (_, index) => {
+      const fifo = join(folder, `fifo-${index}`);
+      execFileSync('mkfifo', [fifo]);
+      return fifo;
+    });
+    const opened = fifos.map(
+      (fifo) =>
+        new Promise<number>((resolve, reject) => open(fifo, 'r', (error, fd) => (error ? reject(error) : resolve(fd)))),
+    );
+    first.write(Buffer.from('AAAAAAAA'));
+    // A batch given back too early would be the one this write takes, and overwrites, before the first is written.
+    second.write(Buffer.from('BBBBBBBB'));
+    for (const fifo of fifos) closeSync(openSync(fifo, 'w'));
+    for (const descriptor of await Promise.all(opened)) closeSync(descriptor);
+    expect(await Promise.all([first.end(), second.end()])).toEqual([true, true]);
+    expect(paths.map((path) => readFileSync(path, 'utf8'))).toEqual(['AAAAAAAA', 'BBBBBBBB']);
   });
 
   it('is created empty when it ends before anything was written', async () => {
