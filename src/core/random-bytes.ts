@@ -1,5 +1,6 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync } from 'node:fs';
 import { nodeCrypto } from './node-crypto.js';
+import { readExactly } from './owned-file.js';
 
 /**
  * Random bytes for names and nonces the script must not be able to guess (run ids, the output nonce, temporary
@@ -18,14 +19,7 @@ export function readRandomDevice(size: number, device = RANDOM_DEVICE): Buffer |
     descriptor = openSync(device, constants.O_RDONLY);
     // A regular file in its place (a broken chroot or container image) would give the same bytes every time.
     if (!fstatSync(descriptor).isCharacterDevice()) return undefined;
-    const bytes = Buffer.alloc(size);
-    let filled = 0;
-    while (filled < size) {
-      const read = readSync(descriptor, bytes, filled, size - filled, null);
-      if (read === 0) return undefined;
-      filled += read;
-    }
-    return bytes;
+    return readExactly(descriptor, size);
   } catch {
     return undefined;
   } finally {
