@@ -27,9 +27,29 @@ export function readRandomDevice(size: number, device = RANDOM_DEVICE): Buffer |
   }
 }
 
+/**
+ * Bytes read from the random device at once and handed out in turn, each once: a run takes a few for its id and its
+ * nonce, and opening, checking, reading and closing the device for each (four system calls, some 10 µs apiece on a VM)
+ * sat on the path of every launch.
+ */
+export const RANDOM_POOL_BYTES = 4096;
+let pool: Buffer | undefined;
+let poolOffset = 0;
+
 /** `size` unpredictable bytes: from the random device (`device`, for tests), else from `node:crypto`. */
 export function randomBytes(size: number, device = RANDOM_DEVICE): Buffer {
-  return readRandomDevice(size, device) ?? nodeCrypto().randomBytes(size);
+  if (device !== RANDOM_DEVICE || size > RANDOM_POOL_BYTES) {
+    return readRandomDevice(size, device) ?? nodeCrypto().randomBytes(size);
+  }
+  if (pool === undefined || poolOffset + size > pool.length) {
+    pool = readRandomDevice(RANDOM_POOL_BYTES);
+    poolOffset = 0;
+    if (pool === undefined) return nodeCrypto().randomBytes(size);
+  }
+  // A view: the pool is never written after its read, and a new read replaces it rather than refilling it.
+  const bytes = pool.subarray(poolOffset, poolOffset + size);
+  poolOffset += size;
+  return bytes;
 }
 
 /** `size` unpredictable bytes as `2 * size` lowercase hex characters (a file name, an id, a nonce). */

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { randomBytes, randomHex, readRandomDevice } from '../../src/core/random-bytes.js';
+import { RANDOM_POOL_BYTES, randomBytes, randomHex, readRandomDevice } from '../../src/core/random-bytes.js';
 
 /**
  * Run ids, the output nonce and temporary names come from the kernel's random device, read without `node:crypto`;
@@ -18,6 +18,13 @@ describe('randomHex', () => {
     const drawn = new Set(Array.from({ length: 100 }, () => randomHex(8)));
     expect(drawn.size).toBe(100);
     expect(randomBytes(4096).length).toBe(4096);
+  });
+
+  it('hands each byte of its pool out once, and reads a new pool when one is used up', () => {
+    // Three pools' worth in pieces of 8 bytes (6 a time, so pieces also end where a pool ends).
+    const count = Math.ceil((3 * RANDOM_POOL_BYTES) / 8);
+    const drawn = Array.from({ length: count }, (_, index) => randomHex(index % 2 === 0 ? 8 : 6));
+    expect(new Set(drawn).size).toBe(count);
   });
 
   it('reads the random device, a character device', () => {
