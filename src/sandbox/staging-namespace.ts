@@ -2,10 +2,10 @@ import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
-import { randomHex } from '../core/random-bytes.js';
 import { firstExecutable } from './executables.js';
 import { holdMountNamespace } from './mount-namespace-holder.js';
 import { writeMountTable } from './mount-table.js';
+import { stageDirectoryName, sweepLeftoverStages } from './stage-leftovers.js';
 
 /**
  * bwrap resolves every bind source as the sandbox user, so when the host is root and the sandbox user is 65534, a
@@ -177,8 +177,10 @@ export class StagingPlan {
     findTool('mount');
     this.roots = roots;
     this.identities = roots.map((root) => identityOf(root.path));
-    const stageDirectory = join(filesDirectory, `stage-${process.pid}-${randomHex(4)}`);
+    const stageDirectory = join(filesDirectory, stageDirectoryName());
     mkdirSync(stageDirectory, { mode: 0o711 });
+    // What killed processes left beside it goes meanwhile, off this launch's path.
+    void sweepLeftoverStages(filesDirectory);
     removeAtExit(stageDirectory);
     this.mountPoints = roots.map((_, index) => join(stageDirectory, String(index)));
     for (const mountPoint of this.mountPoints) mkdirSync(mountPoint, { mode: 0o755 });
