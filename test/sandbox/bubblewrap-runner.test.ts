@@ -358,6 +358,41 @@ time.sleep(1)`,
   );
 
   it.skipIf(!rootOnCgroupV1)(
+    "as root on cgroup v1, a staged folder named like the staging shell's separator (--) does not cut its list of cgroups short",
+    async () => {
+      const layout = privateLayout('private-separator', 'separator_helper', 4);
+      const separator = join(dirname(layout.library), '--');
+      renameSync(layout.library, separator);
+      const runner = await createBubblewrapRunner({ filesDirectory: layout.filesDirectory });
+      let directories: string[] = [];
+      let interpreters = 0;
+      const outcome = await launchWithRunner({
+        runner,
+        runsRoot: layout.runsRoot,
+        readOnlyPaths: [separator],
+        code: `import sys, time\nsys.path.insert(0, ${JSON.stringify(separator)})\nimport separator_helper\nprint(separator_helper.VALUE)\ntime.sleep(1)`,
+        whileRunning: async (runId) => {
+          await eventually(() => {
+            directories = runCgroupDirectories(runId);
+            interpreters = directories.filter((directory) =>
+              readFileSync(join(directory, 'cgroup.procs'), 'utf8')
+                .trim()
+                .split('\n')
+                .filter(Boolean)
+                .some((pid) => commandOf(pid).includes('python')),
+            ).length;
+            return directories.length > 0 && interpreters === directories.length;
+          });
+        },
+      });
+      expect(outcome.stderr).toBe('');
+      expect(outcome.stdout).toBe('4\n');
+      expect(directories.length).toBe(new Set(hierarchyRoots()).size);
+      expect(interpreters).toBe(directories.length);
+    },
+  );
+
+  it.skipIf(!rootOnCgroupV1)(
     'as root on cgroup v1, a first launch that cannot join a cgroup says which and runs nothing of the script',
     async () => {
       const layout = privateLayout('private-root-join-failing', 'root_join_failing_helper', 9);
