@@ -168,12 +168,18 @@ export class BubblewrapRunner implements SandboxRunner {
       if (lease !== undefined) {
         handRunTo(request, lease);
       }
-      cgroups = this.useCgroups ? this.createCgroups(request, launcherJoins, user) : undefined;
+      const mounts = this.mountsFor(request);
+      const staging = await this.stagingFor(mounts, firstLaunch ? 'inline' : 'held');
+      // An inline staging's shell is root until the drop: it joins the cgroups itself, so no second shell (of the
+      // run's user, who then needs no write access to the `tasks` files) runs after the drop.
+      const stagesInline = staging !== undefined && staging.namespace === undefined;
+      const joinsAsUser = launcherJoins && hostIsRoot() && !stagesInline;
+      cgroups = this.useCgroups
+        ? this.createCgroups(request, launcherJoins, joinsAsUser ? user : undefined)
+        : undefined;
       const selfJoinFiles = launcherJoins ? cgroups?.selfJoinFiles : undefined;
       const viaControlChannel = cgroups !== undefined && selfJoinFiles === undefined;
       const warmUp = viaControlChannel ? warmUpCgroupMigration() : undefined;
-      const mounts = this.mountsFor(request);
-      const staging = await this.stagingFor(mounts, firstLaunch ? 'inline' : 'held');
       // A host path as bwrap sees it: through the staged mount points when there are some.
       const sourceOf = (path: string) => staging?.plan.reachable(path) ?? path;
       seccomp = this.probe.seccomp ? openSeccompProgram(this.filesDirectory) : undefined;
@@ -233,20 +239,25 @@ export class BubblewrapRunner implements SandboxRunner {
         request.interpreter.executable,
         ...request.pythonArguments,
       ];
+      const shellJoins = selfJoinFiles !== undefined && !stagesInline;
       const dropped = [
-        ...(selfJoinFiles !== undefined ? ['/bin/sh', '-c', SELF_JOIN_SCRIPT, 'sh', ...selfJoinFiles, '--'] : []),
+        ...(shellJoins ? ['/bin/sh', '-c', SELF_JOIN_SCRIPT, 'sh', ...selfJoinFiles, '--'] : []),
         this.bubblewrapPath,
         ...bubblewrapArguments,
       ];
       const drop = hostIsRoot() ? ['-S', String(user.uid), '-G', String(user.gid)] : [];
-      // Started as: [staging: inline (unshare, mount, nsenter dropping to the sandbox user) or held (nsenter into the
-      // namespace, dropping)] [sh joining the cgroups] bwrap.
+      // Started as: inline staging (unshare, a root shell mounting and joining the cgroups, nsenter dropping to the
+      // sandbox user) bwrap; or [held staging (nsenter into the namespace, dropping)] [sh joining the cgroups] bwrap.
       let command: string[] = dropped;
       if (staging?.namespace !== undefined) {
         command = [findNsenter(), `--mount=/proc/self/fd/${stagingPosition}`, ...drop, '--', ...dropped];
       } else if (staging !== undefined) {
         const messageDescriptor = viaControlChannel ? controlPosition : undefined;
-        command = staging.plan.inlineCommand([findNsenter(), ...drop, '--', ...dropped], messageDescriptor);
+        command = staging.plan.inlineCommand(
+          [findNsenter(), ...drop, '--', ...dropped],
+          messageDescriptor,
+          selfJoinFiles ?? [],
+        );
         releaseStaging = () => staging.plan.release();
       }
       const plan: LaunchPlan = {
@@ -299,7 +310,12 @@ export class BubblewrapRunner implements SandboxRunner {
     return this.devNull;
   }
 
-  private createCgroups(request: LaunchRequest, launcherJoins: boolean, user: SandboxUser): RunCgroups | undefined {
+  /** `selfJoinUser`: the run's user when its own launcher writes itself into the v1 `tasks` files. */
+  private createCgroups(
+    request: LaunchRequest,
+    launcherJoins: boolean,
+    selfJoinUser: SandboxUser | undefined,
+  ): RunCgroups | undefined {
     try {
       return createRunCgroups(
         request.runId,
@@ -308,8 +324,8 @@ export class BubblewrapRunner implements SandboxRunner {
           maxTasks: request.limits.maxProcesses + BUBBLEWRAP_SUPERVISOR_PROCESSES[launcherJoins ? 'launcher' : 'host'],
           cpuSeconds: request.limits.cpuSeconds,
         },
-        // The launcher runs as the sandbox user: it may write itself into the run's `tasks` files.
-        launcherJoins && hostIsRoot() ? { selfJoinUser: user } : {},
+        // A launcher running as the sandbox user may write itself into the run's `tasks` files.
+        selfJoinUser !== undefined ? { selfJoinUser } : {},
       );
     } catch (cause) {
       throw new CodecallError(

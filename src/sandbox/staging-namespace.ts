@@ -207,14 +207,19 @@ export class StagingPlan {
 
   /**
    * The command that stages inline, then runs `command`: `unshare` makes a private mount namespace, a shell (root)
-   * mounts the table in it and execs `command`, which must drop to the run's user itself (nsenter -S -G). Nothing
-   * checks what got mounted, so only a launch that no script of this host ran before may stage inline (see
-   * {@link hold}). On a failed
-   * mount the shell prints a `codecall:` message naming the roots on stderr, and on `messageDescriptor` when given
-   * (the control channel the host reads), and exits 125. Call {@link release} once the launch can no longer read
-   * the table (its processes are gone).
+   * mounts the table in it, joins the run's cgroups by writing `0` to each of `joinFiles` (cgroup v1 `tasks` files,
+   * which root may write), and execs `command`, which must drop to the run's user itself (nsenter -S -G): one shell
+   * does what would otherwise take a second one after the drop. Nothing checks what got mounted, so only a launch that
+   * no script of this host ran before may stage inline (see {@link hold}). On a failed mount the shell prints a
+   * `codecall:` message naming the roots on stderr, and on `messageDescriptor` when given (the control channel the
+   * host reads), and exits 125; on a failed join it says which file and exits 125. Call {@link release} once the
+   * launch can no longer read the table (its processes are gone).
    */
-  inlineCommand(command: readonly string[], messageDescriptor: number | undefined): string[] {
+  inlineCommand(
+    command: readonly string[],
+    messageDescriptor: number | undefined,
+    joinFiles: readonly string[] = [],
+  ): string[] {
     this.readers += 1;
     return [
       findTool('unshare'),
@@ -230,6 +235,7 @@ export class StagingPlan {
       this.mountTable,
       `codecall: ${stagingFailureMessage(this.roots, 'mount(8) failed')}`,
       messageDescriptor === undefined ? '' : String(messageDescriptor),
+      ...joinFiles,
       '--',
       ...command,
     ];
@@ -286,8 +292,8 @@ export class StagingPlan {
 
 /**
  * The shell of an inline staging, as root in the new mount namespace: `$1` mount(8), `$2` the table, `$3` the failure
- * message, `$4` a descriptor to copy it to (or empty), `--`, then the command. Fixed text, absolute tools, everything
- * else as arguments (the environment is empty).
+ * message, `$4` a descriptor to copy it to (or empty), then the cgroup files to join, `--`, then the command. Fixed
+ * text, absolute tools, everything else as arguments (the environment is empty).
  */
 const INLINE_STAGING_SCRIPT = [
   // mount(8) prints nothing on success; whatever it says goes to stderr, never into the script's stdout.
@@ -296,7 +302,13 @@ const INLINE_STAGING_SCRIPT = [
   '  if [ -n "$4" ]; then printf "%s\\n" "$3" >&"$4"; fi',
   '  exit 125',
   'fi',
-  'shift 5',
+  'shift 4',
+  // After the mount, so mount(8) is not charged to the run; before the command, so all of the run is inside.
+  'while [ "$1" != -- ]; do',
+  '  echo 0 >"$1" || { echo "codecall: cannot join the run cgroup $1" >&2; exit 125; }',
+  '  shift',
+  'done',
+  'shift',
   // The shell exports PWD; bwrap (pid 1 in the sandbox, its environment readable there) must start with nothing.
   'unset PWD',
   'exec "$@"',

@@ -7,7 +7,9 @@ import {
   readFileSync,
   readlinkSync,
   renameSync,
+  rmdirSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -301,6 +303,119 @@ describe.skipIf(!bubblewrapUsable)('bubblewrap runner', () => {
       }
     });
   });
+
+  const rootOnCgroupV1 = hostIsRoot() && cgroupsActive && sandboxProbe.cgroups.version === 1;
+
+  it.skipIf(!rootOnCgroupV1)(
+    'as root on cgroup v1, the inline staging shell joins the cgroups as root: no shell after the drop, no tasks file for the run uid',
+    async () => {
+      const layout = privateLayout('private-root-join', 'root_join_helper', 8);
+      const runner = await createBubblewrapRunner({ filesDirectory: layout.filesDirectory });
+      let command: string[] = [];
+      let directories: string[] = [];
+      let tasksOwners: number[] = [];
+      let interpreters = 0;
+      const outcome = await launchWithRunner({
+        runner,
+        runsRoot: layout.runsRoot,
+        readOnlyPaths: [layout.library],
+        code: `${layout.code}
+import json, time
+print(json.dumps(open("/proc/self/cgroup").read().splitlines()))
+time.sleep(1)`,
+        onPlan: (plan) => {
+          command = [plan.command, ...plan.args];
+        },
+        whileRunning: async (runId) => {
+          await eventually(() => {
+            directories = runCgroupDirectories(runId);
+            const commands = directories.flatMap((directory) =>
+              readFileSync(join(directory, 'cgroup.procs'), 'utf8').trim().split('\n').filter(Boolean).map(commandOf),
+            );
+            interpreters = commands.filter((name) => name.includes('python')).length;
+            return directories.length > 0 && interpreters === directories.length;
+          });
+          tasksOwners = directories.map((directory) => statSync(join(directory, 'tasks')).uid);
+        },
+      });
+      expect(outcome.stderr).toBe('');
+      expect(outcome.stdout.split('\n')[0]).toBe('8');
+      expect(command[0]).toMatch(/\/unshare$/);
+      // The staging shell got the tasks files; nsenter then becomes bwrap directly.
+      const nsenter = command.findIndex((argument) => argument.endsWith('/nsenter'));
+      expect(command.slice(0, nsenter).filter((argument) => argument.endsWith('/tasks'))).toHaveLength(
+        directories.length,
+      );
+      const afterDrop = command.slice(nsenter + 1);
+      expect(afterDrop[afterDrop.indexOf('--') + 1]).toBe(sandboxProbe.bubblewrap.path);
+      expect(afterDrop).not.toContain('/bin/sh');
+      expect(directories.length).toBe(new Set(hierarchyRoots()).size);
+      expect(interpreters).toBe(directories.length);
+      expect(tasksOwners.every((uid) => uid === 0)).toBe(true);
+      // Joined before bwrap made the cgroup namespace: the script sees its run cgroup as the root.
+      expect(lastJson<string[]>(outcome.stdout).every((line) => line.endsWith(':/'))).toBe(true);
+    },
+  );
+
+  it.skipIf(!rootOnCgroupV1)(
+    "as root on cgroup v1, a staged folder named like the staging shell's separator (--) does not cut its list of cgroups short",
+    async () => {
+      const layout = privateLayout('private-separator', 'separator_helper', 4);
+      const separator = join(dirname(layout.library), '--');
+      renameSync(layout.library, separator);
+      const runner = await createBubblewrapRunner({ filesDirectory: layout.filesDirectory });
+      let directories: string[] = [];
+      let interpreters = 0;
+      const outcome = await launchWithRunner({
+        runner,
+        runsRoot: layout.runsRoot,
+        readOnlyPaths: [separator],
+        code: `import sys, time\nsys.path.insert(0, ${JSON.stringify(separator)})\nimport separator_helper\nprint(separator_helper.VALUE)\ntime.sleep(1)`,
+        whileRunning: async (runId) => {
+          await eventually(() => {
+            directories = runCgroupDirectories(runId);
+            interpreters = directories.filter((directory) =>
+              readFileSync(join(directory, 'cgroup.procs'), 'utf8')
+                .trim()
+                .split('\n')
+                .filter(Boolean)
+                .some((pid) => commandOf(pid).includes('python')),
+            ).length;
+            return directories.length > 0 && interpreters === directories.length;
+          });
+        },
+      });
+      expect(outcome.stderr).toBe('');
+      expect(outcome.stdout).toBe('4\n');
+      expect(directories.length).toBe(new Set(hierarchyRoots()).size);
+      expect(interpreters).toBe(directories.length);
+    },
+  );
+
+  it.skipIf(!rootOnCgroupV1)(
+    'as root on cgroup v1, a first launch that cannot join a cgroup says which and runs nothing of the script',
+    async () => {
+      const layout = privateLayout('private-root-join-failing', 'root_join_failing_helper', 9);
+      const runner = await createBubblewrapRunner({ filesDirectory: layout.filesDirectory });
+      let missing = '';
+      const outcome = await launchWithRunner({
+        runner,
+        runsRoot: layout.runsRoot,
+        readOnlyPaths: [layout.library],
+        code: layout.code,
+        // One cgroup of the run is gone (still empty: nothing joined yet) by the time the shell joins it.
+        onPlan: (plan) => {
+          const tasks = plan.args.filter((argument) => argument.endsWith('/tasks'));
+          missing = tasks[tasks.length - 1] ?? '';
+          rmdirSync(dirname(missing));
+        },
+      });
+      expect(missing).not.toBe('');
+      expect(outcome.exitCode).toBe(125);
+      expect(outcome.stdout).toBe('');
+      expect(outcome.stderr).toContain(`codecall: cannot join the run cgroup ${missing}`);
+    },
+  );
 
   it.skipIf(!hostIsRoot())(
     'as root, a staged root replaced by a link after the first run is not mounted for the next ones',
