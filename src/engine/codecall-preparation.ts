@@ -150,6 +150,12 @@ export class CodecallPreparation {
     return this.#serverNames.length > 0 || this.#databaseNames.length > 0 || this.#extraSources.length > 0;
   }
 
+  /** Closes the sandbox runner, when one was made (see `SandboxRunner.close`); never rejects. */
+  async closeRunner(): Promise<void> {
+    const runner = await this.#runner?.catch(() => undefined);
+    await runner?.close?.();
+  }
+
   /** Closes the upstream connections made so far. */
   async closeSources(): Promise<void> {
     const sources = this.#sources ? await this.#sources.catch(() => []) : [];

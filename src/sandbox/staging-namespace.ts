@@ -1,4 +1,5 @@
 import { mkdirSync, rmSync, statSync } from 'node:fs';
+import { rm, rmdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
@@ -117,10 +118,12 @@ export function findNsenter(): string {
 
 /** Stage directories of this process: empty mount points (and tables) on the host, removed when it exits. */
 const stageDirectories = new Set<string>();
+let exitListenerInstalled = false;
 
-/** Removes `directory` when this process exits; one exit listener for every plan of the process. */
+/** Removes `directory` when this process exits (unless removed before); one exit listener for every plan. */
 function removeAtExit(directory: string): void {
-  if (stageDirectories.size === 0) {
+  if (!exitListenerInstalled) {
+    exitListenerInstalled = true;
     process.once('exit', () => {
       for (const stage of stageDirectories) rmSync(stage, { recursive: true, force: true });
     });
@@ -161,6 +164,7 @@ export class StagingPlan {
   readonly roots: readonly StagingRoot[];
   /** The mount table (mode 0600, in the stage directory), read by mount(8) as root. */
   readonly mountTable: string;
+  private readonly stageDirectory: string;
   private readonly mountPoints: readonly string[];
   private readonly identities: readonly string[];
   private readers = 0;
@@ -180,6 +184,7 @@ export class StagingPlan {
     const stageDirectory = join(filesDirectory, `stage-${process.pid}-${randomHex(4)}`);
     mkdirSync(stageDirectory, { mode: 0o711 });
     removeAtExit(stageDirectory);
+    this.stageDirectory = stageDirectory;
     this.mountPoints = roots.map((_, index) => join(stageDirectory, String(index)));
     for (const mountPoint of this.mountPoints) mkdirSync(mountPoint, { mode: 0o755 });
     // One mount(8) makes every bind from a mount table, with its flags: one process, not one per root.
@@ -275,6 +280,21 @@ export class StagingPlan {
   retire(): void {
     this.retired = true;
     this.removeTableWhenUnused();
+  }
+
+  /**
+   * Removes the stage directory now, its entries side by side through the thread pool, when no launch will read the
+   * plan again (a namespace held from it loses its mounts); what cannot be removed now goes when the process exits.
+   */
+  async remove(): Promise<void> {
+    this.retired = true;
+    try {
+      await Promise.all([rm(this.mountTable, { force: true }), ...this.mountPoints.map((point) => rmdir(point))]);
+      await rmdir(this.stageDirectory);
+      stageDirectories.delete(this.stageDirectory);
+    } catch {
+      // Left for the removal at exit.
+    }
   }
 
   private removeTableWhenUnused(): void {

@@ -25,6 +25,7 @@ import {
   createRunDirectory,
   detachRunDirectory,
   type RunDirectory,
+  removeDetachedRunDirectory,
   removeRunDirectory,
   SCRIPT_FILE_NAME,
 } from './run-directory.js';
@@ -320,12 +321,19 @@ async function spawnPrepared(
           directoryRemoved();
         }
         await killAll();
+        // The detached directory goes while the killed processes die: a process of the run can no longer add to a
+        // directory once it is removed, and one that did meanwhile is found by the removal after the exit.
+        const earlyRemoval = detached !== directory.root ? removeDetachedRunDirectory(detached) : Promise.resolve(true);
         // Gone for good before the release settles (close() waits for it), not merely sent a signal.
         await settledWithin(exited, EXIT_WAIT_MS);
         forgetProcessGroup(pid);
         destroyStreams(child, [channel, stdout, stderr]);
-        if (detached !== directory.root) await removeRunDirectory(detached);
-        await containment?.dispose?.();
+        // The run's processes are gone: what is left of its directory and the runner's resources go side by side.
+        const [, disposed] = await Promise.allSettled([
+          earlyRemoval.then((removed) => (removed ? undefined : removeRunDirectory(detached))),
+          containment?.dispose?.(),
+        ]);
+        if (disposed.status === 'rejected') throw disposed.reason;
       })();
       return released;
     },
