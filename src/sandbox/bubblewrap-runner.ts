@@ -437,13 +437,13 @@ export class BubblewrapRunner implements SandboxRunner {
   }
 
   /**
-   * Removes the stage directories of the plans made so far (no launch is in progress): a one-shot command's last
-   * removals then overlap its run's cleanup instead of following it at exit. A later launch plans afresh.
+   * Removes the stage directories of the plans made so far (no launch is in progress), at once: a one-shot command
+   * removes them while the kernel still tears its run's processes down, instead of after its run's cleanup, at exit.
+   * A later launch plans afresh.
    */
   async close(): Promise<void> {
     this.staging = undefined;
-    const plans = this.plans.splice(0);
-    await Promise.all(plans.map((plan) => plan.remove()));
+    for (const plan of this.plans.splice(0)) plan.remove();
   }
 
   /** A root's identity as first seen (see {@link directoryIdentity}); recorded when the root is first needed. */

@@ -25,8 +25,8 @@ import {
   createRunDirectory,
   detachRunDirectory,
   type RunDirectory,
-  removeDetachedRunDirectory,
   removeRunDirectory,
+  removeSmallTree,
   SCRIPT_FILE_NAME,
 } from './run-directory.js';
 
@@ -321,16 +321,17 @@ async function spawnPrepared(
           directoryRemoved();
         }
         await killAll();
-        // The detached directory goes while the killed processes die: a process of the run can no longer add to a
-        // directory once it is removed, and one that did meanwhile is found by the removal after the exit.
-        const earlyRemoval = detached !== directory.root ? removeDetachedRunDirectory(detached) : Promise.resolve(true);
+        // The detached directory goes while the kernel tears the killed processes down, which the host waits for next:
+        // a process of the run can add nothing to a directory once it is removed, and what one added meanwhile is
+        // removed after the exit.
+        const removedEarly = detached === directory.root || removeSmallTree(detached);
         // Gone for good before the release settles (close() waits for it), not merely sent a signal.
         await settledWithin(exited, EXIT_WAIT_MS);
         forgetProcessGroup(pid);
         destroyStreams(child, [channel, stdout, stderr]);
         // The run's processes are gone: what is left of its directory and the runner's resources go side by side.
         const [, disposed] = await Promise.allSettled([
-          earlyRemoval.then((removed) => (removed ? undefined : removeRunDirectory(detached))),
+          removedEarly ? undefined : removeRunDirectory(detached),
           containment?.dispose?.(),
         ]);
         if (disposed.status === 'rejected') throw disposed.reason;

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
-import { readdir, rm, rmdir, unlink } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { randomHex } from '../../core/random-bytes.js';
 
@@ -79,11 +79,12 @@ export async function removeRunDirectory(root: string): Promise<void> {
 }
 
 /**
- * Removes `root` and what it holds when it is small (see {@link SYNC_REMOVAL_MAX_ENTRIES}); says whether it is gone.
- * A tree found larger or deeper is left, partly removed, to the asynchronous removal. Types come from the directory
- * entries (Node lstats where the file system gives none): a link is unlinked as the entry it is, never followed.
+ * Removes `root` and what it holds when it is small (see {@link SYNC_REMOVAL_MAX_ENTRIES}), at once; says whether it
+ * is gone. A tree found larger or deeper, or a removal that failed, is left, partly removed, to
+ * {@link removeRunDirectory}. Types come from the directory entries (Node lstats where the file system gives none): a
+ * link is unlinked as the entry it is, never followed.
  */
-function removeSmallTree(root: string): boolean {
+export function removeSmallTree(root: string): boolean {
   let budget = SYNC_REMOVAL_MAX_ENTRIES;
   const remove = (directory: string, depth: number): boolean => {
     const entries = readdirSync(directory, { withFileTypes: true });
@@ -103,32 +104,4 @@ function removeSmallTree(root: string): boolean {
     // Whatever failed (a name too long, an entry that changed type), the asynchronous removal retries as before.
     return false;
   }
-}
-
-/**
- * Removes a small run directory already taken out of its place ({@link detachRunDirectory}) through the thread pool,
- * the entries of each folder at once, so that it overlaps the rest of a run's cleanup (waiting for the killed
- * processes to go, the sandbox's own removals) and, on a busy disk, its removals wait side by side instead of one
- * after the other. Links are unlinked, never followed. Resolves true once the directory is gone; false when it is
- * larger or deeper than a small one (see {@link SYNC_REMOVAL_MAX_ENTRIES}) or a removal failed: the caller then
- * removes what is left with {@link removeRunDirectory}. Never rejects.
- */
-export async function removeDetachedRunDirectory(root: string): Promise<boolean> {
-  let budget = SYNC_REMOVAL_MAX_ENTRIES;
-  const remove = async (directory: string, depth: number): Promise<boolean> => {
-    const entries = await readdir(directory, { withFileTypes: true });
-    budget -= entries.length;
-    if (budget < 0) return false;
-    const removed = await Promise.all(
-      entries.map((entry) => {
-        const path = join(directory, entry.name);
-        if (!entry.isDirectory()) return unlink(path).then(() => true);
-        return depth >= SYNC_REMOVAL_MAX_DEPTH ? false : remove(path, depth + 1);
-      }),
-    );
-    if (!removed.every(Boolean)) return false;
-    await rmdir(directory);
-    return true;
-  };
-  return await remove(root, 0).catch(() => false);
 }
