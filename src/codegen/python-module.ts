@@ -333,6 +333,16 @@ function toGeneratedFunctions(module: PlannedModule): GeneratedFunction[] {
 }
 
 /**
+ * Checks what {@link generatePythonModule} checks of its input, without generating anything.
+ * @throws CodecallError `INVALID_CONFIG` when `moduleName` is not a usable package name; `DUPLICATE_TOOL` when two
+ *   tools share a wire name.
+ */
+export function checkPythonModuleInput(options: GeneratePythonModuleOptions): void {
+  checkModuleName(options.moduleName);
+  checkUniqueWireNames([...options.tools, ...(options.modules ?? []).flatMap((group) => group.tools)]);
+}
+
+/**
  * Generates the Python package the model's scripts import (`from tools import read_file`): one function per tool
  * with a real signature and docstring, `tools.aio` with async variants, a lazily imported submodule per tool group
  * (`tools.github`, with its own `aio`), and a catalog behind `tools.search_tools(query)`. The output depends only on
@@ -342,9 +352,8 @@ function toGeneratedFunctions(module: PlannedModule): GeneratedFunction[] {
  */
 export function generatePythonModule(options: GeneratePythonModuleOptions): GeneratedPythonModule {
   const { moduleName, tools } = options;
-  checkModuleName(moduleName);
+  checkPythonModuleInput(options);
   const groups = options.modules ?? [];
-  checkUniqueWireNames([...tools, ...groups.flatMap((group) => group.tools)]);
 
   const submoduleNames = assignPythonIdentifiers(
     groups.map((group) => group.name),

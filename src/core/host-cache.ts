@@ -1,4 +1,14 @@
-import { closeSync, constants, lstatSync, openSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  lstatSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { readOwnedFile } from './owned-file.js';
 import { makeOwnedDirectory } from './state-folders.js';
@@ -93,6 +103,24 @@ export function writeHostCache(directory: string, name: string, key: unknown, va
     } catch {
       // Nothing was created.
     }
+  }
+}
+
+/**
+ * Keeps at most `keep` entries whose names start with `prefix` (a family of entries named after what they are for,
+ * such as one per input): the least recently written ones go. Failures are ignored.
+ */
+export function trimHostCacheEntries(directory: string, prefix: string, keep: number): void {
+  const start = fileName(prefix).slice(0, -'.json'.length);
+  try {
+    const entries = readdirSync(directory).filter((name) => name.startsWith(start) && name.endsWith('.json'));
+    if (entries.length <= keep) return;
+    const byAge = entries
+      .map((name) => ({ name, modified: lstatSync(join(directory, name)).mtimeMs }))
+      .sort((first, second) => second.modified - first.modified);
+    for (const { name } of byAge.slice(keep)) unlinkSync(join(directory, name));
+  } catch {
+    // The cache only saves time.
   }
 }
 

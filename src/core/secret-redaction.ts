@@ -88,6 +88,12 @@ const CREDENTIAL_ASSIGNMENT = new RegExp(
 // Every credential name contains one of these: text without any has no assignment to look at.
 const CREDENTIAL_NAME_GATE = /passw|passphrase|secret|key|credential|token|auth/i;
 const STRONG_VALUE_MIN_LENGTH = 6;
+/**
+ * Characters of the shortest text anything here masks: a token cut short at the end of a head, a three-character
+ * prefix (`hf_`, `sk-`, `eyJ`) and one character more; every other form is longer (a URL password: `a://b:c@`, 8).
+ * A shorter text (an empty stderr, a `1` printed) comes back as it is without compiling an expression.
+ */
+export const SHORTEST_MASKED_TEXT = 4;
 const WEAK_VALUE_MIN_LENGTH = 16;
 
 function mask(prefix: string): string {
@@ -200,6 +206,7 @@ function maskCutToken(text: string): string {
  * unchanged; masking masked text changes nothing. Linear in the length of the text.
  */
 export function redactSecrets(text: string, options: RedactionOptions = {}): string {
+  if (text.length < SHORTEST_MASKED_TEXT) return text;
   let result = maskPrivateKeys(text, options.cutBefore === true);
   result = maskPrefixedTokens(result);
   result = maskAuthorizationValues(result);

@@ -1,8 +1,8 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { type GeneratedPythonModule, generatePythonModule } from '../codegen/python-module.js';
+import { checkPythonModuleInput, type GeneratedPythonModule, generatePythonModule } from '../codegen/python-module.js';
 import { CodecallError } from '../core/errors.js';
-import { hostCacheDirectory } from '../core/host-cache.js';
+import { fileSignature, hostCacheDirectory } from '../core/host-cache.js';
 import type { ResolvedDatabase } from '../databases/database-config.js';
 import type { McpServerConfig } from '../mcp-client/server-config.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';
@@ -16,11 +16,45 @@ import type { ToolDescriptor, ToolModuleDescriptor } from '../tools/types.js';
 import { prepareArgumentValidator } from '../tools/validation.js';
 import type { ResolvedCodecallOptions } from './codecall-options.js';
 import type { RunEnvironment } from './launch/interpreter-launch.js';
-import { materializeInterpreterCommands, materializeModule, readPythonFiles } from './launch/module-cache.js';
+import {
+  materializeInterpreterCommands,
+  materializeModule,
+  pythonFileSignatures,
+  readPythonFiles,
+} from './launch/module-cache.js';
+import { findPlacedFolder, findPlacedModule, recordPlacedFolder, recordPlacedModule } from './launch/placed-modules.js';
 import { prepareStateDirectories, type StateDirectories } from './launch/state-directory.js';
 
 /** Directory of the shipped Python runtime (`python/` at the package root). */
 export const RUNTIME_DIR = fileURLToPath(new URL('../../python/', import.meta.url));
+
+/**
+ * The code whose change changes a generated module (tsc's output, the sources under a test runner): a module placed
+ * by other code is not reused on its record (see `placed-modules.ts`). The bundled command holds all of it too.
+ */
+const GENERATOR_FILES = [
+  'codegen/python-module',
+  'codegen/python-function',
+  'codegen/python-types',
+  'codegen/python-literals',
+  'codegen/python-identifiers',
+  'codegen/description-summary',
+  'core/wording',
+  'core/values',
+];
+const BUNDLED_COMMAND = 'cli/command-line-bundle.cjs';
+
+let generatorSignatures: readonly (string | null)[] | undefined;
+
+/** Signatures of the code that generates modules, read once per process. */
+function generatorCode(): readonly (string | null)[] {
+  const signatureOf = (file: string) => fileSignature(fileURLToPath(new URL(`../${file}`, import.meta.url))) ?? null;
+  generatorSignatures ??= [
+    ...GENERATOR_FILES.map((file) => signatureOf(`${file}.js`) ?? signatureOf(`${file}.ts`)),
+    signatureOf(BUNDLED_COMMAND),
+  ];
+  return generatorSignatures;
+}
 
 /** What runs of a codecall need, prepared on first use and reused while the tool list stays the same. */
 export interface Prepared {
@@ -51,7 +85,7 @@ export interface PreparationExtras {
 export class CodecallPreparation {
   readonly #options: ResolvedCodecallOptions;
   readonly #staticTools: readonly RegisteredTool[];
-  readonly #staticModule: GeneratedPythonModule | undefined;
+  #staticModule: GeneratedPythonModule | undefined;
   readonly #serverNames: readonly string[];
   readonly #databaseNames: readonly string[];
   readonly #extraSources: readonly ToolSource[];
@@ -79,14 +113,9 @@ export class CodecallPreparation {
     createToolRegistry(this.#staticTools);
     this.#serverNames = Object.keys(options.mcpServers);
     this.#databaseNames = Object.keys(options.databases);
-    // Generated once up front: a bad module name or tool name surfaces here, not at the first run (and runs reuse it).
-    this.#staticModule = !this.#hasSources()
-      ? generatePythonModule({
-          moduleName: options.moduleName,
-          tools: this.#staticTools.map((tool) => tool.descriptor),
-          modules: [],
-        })
-      : undefined;
+    // Checked up front: a bad module name or tool name surfaces here, not at the first run. The module itself is
+    // generated when a run needs it, unless an earlier process placed it for the same input (see #moduleFor).
+    checkPythonModuleInput({ moduleName: options.moduleName, tools: this.#staticTools.map((tool) => tool.descriptor) });
   }
 
   /**
@@ -150,6 +179,12 @@ export class CodecallPreparation {
     return this.#serverNames.length > 0 || this.#databaseNames.length > 0 || this.#extraSources.length > 0;
   }
 
+  /** Closes the sandbox runner, when one was made (see `SandboxRunner.close`); never rejects. */
+  async closeRunner(): Promise<void> {
+    const runner = await this.#runner?.catch(() => undefined);
+    await runner?.close?.();
+  }
+
   /** Closes the upstream connections made so far. */
   async closeSources(): Promise<void> {
     const sources = this.#sources ? await this.#sources.catch(() => []) : [];
@@ -206,6 +241,57 @@ export class CodecallPreparation {
     return value;
   }
 
+  /**
+   * The generated module and its folder: as an earlier process placed them for exactly this input (tools, modules,
+   * interpreter, folder, generator code), else generated (the static tools' module once per preparation), placed
+   * (checked byte for byte when found, see `module-cache.ts`) and recorded for later processes.
+   */
+  async #moduleFor(
+    modules: readonly ToolModuleDescriptor[],
+    modulesRoot: string,
+    python: string,
+  ): Promise<{ readonly generated: GeneratedPythonModule; readonly folder: Promise<string> }> {
+    const { moduleName } = this.#options;
+    const tools = this.#staticTools.map((tool) => tool.descriptor);
+    const cacheDirectory = this.#cacheDirectory();
+    const input =
+      cacheDirectory === undefined
+        ? undefined
+        : JSON.stringify({ code: generatorCode(), modulesRoot, python, moduleName, tools, modules });
+    const placed =
+      cacheDirectory !== undefined && input !== undefined
+        ? findPlacedModule(cacheDirectory, modulesRoot, input)
+        : undefined;
+    if (placed !== undefined) return { generated: placed.generated, folder: Promise.resolve(placed.folder) };
+    if (modules.length === 0) this.#staticModule ??= generatePythonModule({ moduleName, tools, modules: [] });
+    const generated =
+      modules.length === 0 && this.#staticModule !== undefined
+        ? this.#staticModule
+        : generatePythonModule({ moduleName, tools, modules: [...modules] });
+    const folder = materializeModule(modulesRoot, generated.files, python).then((placedFolder) => {
+      if (cacheDirectory !== undefined && input !== undefined) {
+        recordPlacedModule(cacheDirectory, input, { folder: placedFolder, generated });
+      }
+      return placedFolder;
+    });
+    return { generated, folder };
+  }
+
+  /**
+   * The folder of the shipped runtime: as an earlier process placed it for these very files (by their signatures,
+   * see `fileSignature`), the interpreter and the modules folder, else read, placed and recorded.
+   */
+  async #runtimeFolder(modulesRoot: string, python: string): Promise<string> {
+    const cacheDirectory = this.#cacheDirectory();
+    if (cacheDirectory === undefined) return await materializeModule(modulesRoot, readPythonFiles(RUNTIME_DIR), python);
+    const input = JSON.stringify({ runtime: pythonFileSignatures(RUNTIME_DIR), modulesRoot, python });
+    const placed = findPlacedFolder(cacheDirectory, modulesRoot, input);
+    if (placed !== undefined) return placed;
+    const folder = await materializeModule(modulesRoot, readPythonFiles(RUNTIME_DIR), python);
+    recordPlacedFolder(cacheDirectory, input, folder);
+    return folder;
+  }
+
   async #build(listing: {
     readonly runner: Promise<SandboxRunner>;
     readonly directories: StateDirectories;
@@ -237,17 +323,10 @@ export class CodecallPreparation {
           ? { source: workspace, writable: workspaceMount === 'read-write' }
           : undefined,
     });
-    const generated =
-      modules.length === 0 && this.#staticModule !== undefined
-        ? this.#staticModule
-        : generatePythonModule({
-            moduleName,
-            tools: this.#staticTools.map((tool) => tool.descriptor),
-            modules: [...modules],
-          });
+    const { generated, folder } = await this.#moduleFor(modules, directories.modules, interpreter.executable);
     const [moduleDir, runtimeDir, interpreterCommandsDir] = await Promise.all([
-      materializeModule(directories.modules, generated.files, interpreter.executable),
-      materializeModule(directories.modules, readPythonFiles(RUNTIME_DIR), interpreter.executable),
+      folder,
+      this.#runtimeFolder(directories.modules, interpreter.executable),
       materializeInterpreterCommands(directories.modules, interpreter.executable),
     ]);
     const rootFunctions = generated.functions.filter((fn) => fn.module === moduleName).map((fn) => fn.pythonName);

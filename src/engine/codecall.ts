@@ -234,7 +234,11 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
       );
     },
     async close() {
-      await tracking.close({ pool, closeSources: () => preparation.closeSources() });
+      await tracking.close({
+        pool,
+        closeSources: () => preparation.closeSources(),
+        closeRunner: () => preparation.closeRunner(),
+      });
       // What the last runs saved is pruned before close resolves (a scheduled prune would otherwise be dropped); the
       // cells of sessions are not seen one by one, so a codecall that started one prunes at close.
       await pruner?.close({ saved: sessionStarted });

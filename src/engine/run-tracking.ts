@@ -16,6 +16,8 @@ export interface CloseResources {
   readonly pool?: { close(): Promise<void> } | undefined;
   /** Closes the upstream connections, last: runs in progress may still call their tools. */
   closeSources(): Promise<void>;
+  /** Closes the sandbox runner once no run is in progress, beside the cleanups of the runs (see `SandboxRunner.close`). */
+  closeRunner?(): Promise<void>;
 }
 
 /**
@@ -102,7 +104,9 @@ export class RunTracking {
     await Promise.allSettled([...this.#sessions].map((session) => session.close()));
     await poolClosed;
     await Promise.allSettled([...this.#pendingRuns]);
+    const runnerClosed = resources.closeRunner?.();
     while (this.#pendingCleanups.size > 0) await Promise.allSettled([...this.#pendingCleanups]);
     await resources.closeSources();
+    await runnerClosed;
   }
 }

@@ -49,7 +49,7 @@ export interface SandboxProbeOptions {
   /**
    * A host-only cache folder (see `core/host-cache.ts`): a trial sandbox that succeeded is not run again by later
    * processes while bwrap, the kernel, the user-namespace settings, the user and codecall's own sandbox code are
-   * unchanged. A failed probe is never cached.
+   * unchanged. A failed probe is never cached. The cgroup verdict is kept there too (see `detectCgroupSupport`).
    */
   readonly cacheDirectory?: string | undefined;
 }
@@ -185,7 +185,7 @@ function userNamespaceAdvice(): string {
 
 async function runProbe(options: SandboxProbeOptions): Promise<SandboxProbe> {
   const sandboxUser = sandboxUserForHost();
-  const cgroups = detectCgroupSupport();
+  const cgroups = detectCgroupSupport({ cacheDirectory: options.cacheDirectory });
   const unavailable = (reason: string, extra: Partial<SandboxProbe['bubblewrap']> = {}): SandboxProbe => ({
     bubblewrap: { available: false, ...extra, reason },
     userNamespaces: false,

@@ -120,6 +120,8 @@ export class BubblewrapRunner implements SandboxRunner {
   private readonly realPaths = new Map<string, string>();
   private readonly reachable = new Map<string, boolean>();
   private staging: StagingState | undefined;
+  /** Every staging plan made, whose stage directories {@link close} removes. */
+  private readonly plans: StagingPlan[] = [];
   /** Identity of each staged root when first needed, before a script of this runner could have run. */
   private readonly rootIdentities = new Map<string, string>();
   /** Whether a launch was prepared: from then on a script may have run, and staging is checked (held), not inline. */
@@ -442,11 +444,22 @@ export class BubblewrapRunner implements SandboxRunner {
       state?.plan.retire();
       state = { plan: new StagingPlan(roots, this.filesDirectory, this.rootIdentity), namespace: undefined };
       this.staging = state;
+      this.plans.push(state.plan);
     }
     if (use === 'inline' && state.namespace === undefined) return { plan: state.plan, namespace: undefined };
     if (use === 'ahead' && !this.launched) return undefined;
     state.namespace ??= this.holdStaging(state);
     return { plan: state.plan, namespace: await state.namespace };
+  }
+
+  /**
+   * Removes the stage directories of the plans made so far (no launch is in progress), at once: a one-shot command
+   * removes them while the kernel still tears its run's processes down, instead of after its run's cleanup, at exit.
+   * A later launch plans afresh.
+   */
+  async close(): Promise<void> {
+    this.staging = undefined;
+    for (const plan of this.plans.splice(0)) plan.remove();
   }
 
   /** A root's identity as first seen (see {@link directoryIdentity}); recorded when the root is first needed. */

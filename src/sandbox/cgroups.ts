@@ -10,8 +10,10 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
+import { release } from 'node:os';
 import { join, posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { readHostCache, writeHostCache } from '../core/host-cache.js';
 import type { LimitReason } from '../core/isolation.js';
 import { isProcessAlive, signalProcess } from '../core/processes.js';
 
@@ -138,8 +140,22 @@ function directoryOf(mountPoint: string, root: string, path: string): string {
 
 /** Reads the layout of this machine (undefined when no cgroup hierarchy is mounted). */
 export function readCgroupLayout(): CgroupLayout | undefined {
+  const sources = readLayoutSources();
+  return sources === undefined ? undefined : parseCgroupLayout(sources.mountInfo, sources.ownCgroups);
+}
+
+/** The texts the layout is read from: this process's mount table and cgroups. */
+interface LayoutSources {
+  readonly mountInfo: string;
+  readonly ownCgroups: string;
+}
+
+function readLayoutSources(): LayoutSources | undefined {
   try {
-    return parseCgroupLayout(readFileSync('/proc/self/mountinfo', 'utf8'), readFileSync('/proc/self/cgroup', 'utf8'));
+    return {
+      mountInfo: readFileSync('/proc/self/mountinfo', 'utf8'),
+      ownCgroups: readFileSync('/proc/self/cgroup', 'utf8'),
+    };
   } catch {
     return undefined;
   }
@@ -155,25 +171,129 @@ type RunParents =
       readonly ownDirectory: string;
     };
 
-let cachedSupport: { support: CgroupSupport; parents: RunParents | undefined } | undefined;
+/** What a detection found, and, when it came from the host cache, where and under which key. */
+interface Detection {
+  readonly support: CgroupSupport;
+  readonly parents: RunParents | undefined;
+  readonly cached?: { readonly directory: string; readonly key: unknown; readonly layout: CgroupLayout } | undefined;
+}
+
+let cachedSupport: Detection | undefined;
+
+/** Name of the cgroup verdict in the host cache. */
+const VERDICT_CACHE_ENTRY = 'cgroup-support';
+
+/** Options of {@link detectCgroupSupport}. */
+export interface CgroupDetectionOptions {
+  /**
+   * A host-only cache folder (see `core/host-cache.ts`): a detection that found cgroups usable is kept there, keyed by
+   * the kernel release, this process's cgroups, the cgroup lines of its mount table and its user, so later processes
+   * make no trial cgroup while those are unchanged. A verdict that found nothing usable is never kept, and a kept one
+   * that a run's own cgroups then contradict is detected again at once (see {@link createRunCgroups}).
+   */
+  readonly cacheDirectory?: string | undefined;
+}
 
 /**
- * Finds out once whether per-run cgroups work here by creating and removing a trial cgroup in every hierarchy.
+ * Finds out once whether per-run cgroups work here by creating and removing a trial cgroup in every hierarchy, or
+ * from the verdict kept in `options.cacheDirectory` by an earlier process.
  * On v1 run cgroups nest inside this process's own cgroup of each hierarchy; on v2 under `<root>/codecall` when the
  * host is root, else next to this process's cgroup when that part of the tree is delegated to this user.
  */
-export function detectCgroupSupport(): CgroupSupport {
-  return detect().support;
+export function detectCgroupSupport(options: CgroupDetectionOptions = {}): CgroupSupport {
+  return detect(options.cacheDirectory).support;
 }
 
-function detect(): { support: CgroupSupport; parents: RunParents | undefined } {
-  if (cachedSupport === undefined) cachedSupport = detectUncached(readCgroupLayout());
+function detect(cacheDirectory?: string): Detection {
+  cachedSupport ??= detectThroughCache(cacheDirectory);
   return cachedSupport;
 }
 
 /** Forgets the cached detection (tests). */
 export function resetCgroupDetection(): void {
   cachedSupport = undefined;
+}
+
+function detectThroughCache(cacheDirectory: string | undefined): Detection {
+  const sources = readLayoutSources();
+  const layout = sources === undefined ? undefined : parseCgroupLayout(sources.mountInfo, sources.ownCgroups);
+  if (cacheDirectory === undefined || sources === undefined || layout === undefined) return detectUncached(layout);
+  const key = verdictKey(sources);
+  const kept = verdictFrom(layout, readHostCache<unknown>(cacheDirectory, VERDICT_CACHE_ENTRY, key));
+  if (kept !== undefined) return { ...kept, cached: { directory: cacheDirectory, key, layout } };
+  const found = detectUncached(layout);
+  if (found.parents !== undefined) {
+    writeHostCache(cacheDirectory, VERDICT_CACHE_ENTRY, key, verdictOf(found.parents));
+  }
+  return found;
+}
+
+/**
+ * What a verdict depends on: the kernel, the cgroup mounts (their lines of the mount table, options included), this
+ * process's place in each hierarchy, and its user.
+ */
+function verdictKey(sources: LayoutSources): unknown {
+  return {
+    kernel: release(),
+    // After a reboot the kernel and the mounts may read the same, but cgroups made since (a v2 parent) are gone.
+    boot: readText('/proc/sys/kernel/random/boot_id')?.trim() ?? null,
+    uid: process.geteuid?.(),
+    mounts: sources.mountInfo.split('\n').filter((line) => / - cgroup2? /.test(line)),
+    own: sources.ownCgroups,
+  };
+}
+
+/** A usable detection as kept: the hierarchies by their first controller (v1), or the parent (v2). */
+type Verdict =
+  | { readonly version: 1; readonly hierarchies: readonly string[] }
+  | { readonly version: 2; readonly parent: string; readonly controllers: readonly string[] };
+
+function verdictOf(parents: RunParents): Verdict {
+  return parents.version === 1
+    ? { version: 1, hierarchies: parents.parents.map((hierarchy) => hierarchy.controllers[0] ?? '') }
+    : { version: 2, parent: parents.parent, controllers: parents.controllers };
+}
+
+/** The detection a kept verdict stands for in `layout`, or undefined when it does not fit the layout. */
+function verdictFrom(layout: CgroupLayout, value: unknown): Omit<Detection, 'cached'> | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const verdict = value as Partial<Record<string, unknown>>;
+  if (layout.version === 1 && verdict.version === 1 && Array.isArray(verdict.hierarchies)) {
+    const names = verdict.hierarchies;
+    const parents = layout.hierarchies.filter((hierarchy) => names.includes(hierarchy.controllers[0]));
+    const controllers = parents.flatMap((hierarchy) => hierarchy.controllers);
+    if (parents.length !== names.length || !(controllers.includes('pids') || controllers.includes('memory'))) {
+      return undefined;
+    }
+    return { support: { version: 1, writable: true, controllers }, parents: { version: 1, parents } };
+  }
+  if (layout.version === 2 && verdict.version === 2 && Array.isArray(verdict.controllers)) {
+    const parent = v2ParentCandidates(layout).find((candidate) => candidate === verdict.parent);
+    const kept = verdict.controllers;
+    const controllers = V2_CONTROLLERS.filter((controller) => kept.includes(controller));
+    if (parent === undefined || !controllers.includes('pids') || !controllers.includes('memory')) return undefined;
+    return {
+      support: { version: 2, writable: true, controllers },
+      parents: { version: 2, parent, controllers, ownDirectory: layout.ownDirectory },
+    };
+  }
+  return undefined;
+}
+
+/**
+ * A kept verdict was contradicted (a run's cgroups could not be made): detects again with trial cgroups, keeps the
+ * new verdict (or none), and returns it.
+ */
+function detectAgain(cached: NonNullable<Detection['cached']>): Detection {
+  const found = detectUncached(cached.layout);
+  writeHostCache(
+    cached.directory,
+    VERDICT_CACHE_ENTRY,
+    cached.key,
+    found.parents === undefined ? null : verdictOf(found.parents),
+  );
+  cachedSupport = found;
+  return found;
 }
 
 function detectUncached(layout: CgroupLayout | undefined): {
@@ -631,7 +751,22 @@ export function createRunCgroups(
   limits: RunCgroupLimits,
   options: RunCgroupOptions = {},
 ): RunCgroups | undefined {
-  const { parents } = detect();
+  const detection = detect();
+  try {
+    return createIn(detection.parents, runId, limits, options);
+  } catch (error) {
+    // A kept verdict is trusted up to the first contradiction: then a trial decides, as in a process without one.
+    if (detection.cached === undefined || cachedSupport !== detection) throw error;
+    return createIn(detectAgain(detection.cached).parents, runId, limits, options);
+  }
+}
+
+function createIn(
+  parents: RunParents | undefined,
+  runId: string,
+  limits: RunCgroupLimits,
+  options: RunCgroupOptions,
+): RunCgroups | undefined {
   if (parents === undefined) return undefined;
   const name = `${RUN_CGROUP_PREFIX}${process.pid}-${runId}`;
   let directories: CgroupDirectories;

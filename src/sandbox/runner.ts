@@ -98,6 +98,12 @@ export interface SandboxRunner {
    * (the bubblewrap runner: its staging namespace). Never throws: a failure is met again, and reported, by the run.
    */
   prepareAhead?(environment: RunsAhead): void;
+  /**
+   * Removes what the runner keeps on disk for later launches (the bubblewrap runner's staging folders), once no
+   * launch is in progress; processes of earlier runs may still be dying. A launch after it sets up afresh. Never
+   * rejects: what cannot be removed now goes when the process exits.
+   */
+  close?(): Promise<void>;
 }
 
 /** What the runs of an environment will use, known before the first of them: see {@link SandboxRunner.prepareAhead}. */

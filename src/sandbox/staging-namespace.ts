@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
@@ -117,10 +117,12 @@ export function findNsenter(): string {
 
 /** Stage directories of this process: empty mount points (and tables) on the host, removed when it exits. */
 const stageDirectories = new Set<string>();
+let exitListenerInstalled = false;
 
-/** Removes `directory` when this process exits; one exit listener for every plan of the process. */
+/** Removes `directory` when this process exits (unless removed before); one exit listener for every plan. */
 function removeAtExit(directory: string): void {
-  if (stageDirectories.size === 0) {
+  if (!exitListenerInstalled) {
+    exitListenerInstalled = true;
     process.once('exit', () => {
       for (const stage of stageDirectories) rmSync(stage, { recursive: true, force: true });
     });
@@ -161,6 +163,7 @@ export class StagingPlan {
   readonly roots: readonly StagingRoot[];
   /** The mount table (mode 0600, in the stage directory), read by mount(8) as root. */
   readonly mountTable: string;
+  private readonly stageDirectory: string;
   private readonly mountPoints: readonly string[];
   private readonly identities: readonly string[];
   private readers = 0;
@@ -182,6 +185,7 @@ export class StagingPlan {
     // What killed processes left beside it goes meanwhile, off this launch's path.
     void sweepLeftoverStages(filesDirectory);
     removeAtExit(stageDirectory);
+    this.stageDirectory = stageDirectory;
     this.mountPoints = roots.map((_, index) => join(stageDirectory, String(index)));
     for (const mountPoint of this.mountPoints) mkdirSync(mountPoint, { mode: 0o755 });
     // One mount(8) makes every bind from a mount table, with its flags: one process, not one per root.
@@ -283,6 +287,23 @@ export class StagingPlan {
   retire(): void {
     this.retired = true;
     this.removeTableWhenUnused();
+  }
+
+  /**
+   * Removes the stage directory now, when no launch will read the plan again (a namespace held from it loses its
+   * mounts): a few synchronous calls, cheaper than the thread pool's round trips. What cannot be removed now goes when
+   * the process exits.
+   */
+  remove(): void {
+    this.retired = true;
+    try {
+      rmSync(this.mountTable, { force: true });
+      for (const mountPoint of this.mountPoints) rmdirSync(mountPoint);
+      rmdirSync(this.stageDirectory);
+      stageDirectories.delete(this.stageDirectory);
+    } catch {
+      // Left for the removal at exit.
+    }
   }
 
   private removeTableWhenUnused(): void {

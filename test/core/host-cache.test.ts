@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -7,6 +7,7 @@ import {
   hostCacheDirectory,
   MAX_HOST_CACHE_FACTS,
   readHostCache,
+  trimHostCacheEntries,
   writeHostCache,
 } from '../../src/core/host-cache.js';
 
@@ -73,5 +74,15 @@ describe('host cache', () => {
     writeFileSync(file, 'ab');
     expect(fileSignature(file)).not.toBe(before);
     expect(fileSignature(join(root, 'missing'))).toBeUndefined();
+  });
+
+  it('trims a family of entries to the most recently written, leaving other entries alone', () => {
+    for (let index = 0; index < 5; index += 1) {
+      writeHostCache(directory, `family-${index}`, 'key', index);
+      utimesSync(join(directory, `family-${index}.json`), index, index);
+    }
+    writeHostCache(directory, 'other', 'key', 'kept');
+    trimHostCacheEntries(directory, 'family-', 2);
+    expect(readdirSync(directory).sort()).toEqual(['family-3.json', 'family-4.json', 'other.json']);
   });
 });

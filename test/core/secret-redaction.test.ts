@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { REDACTION_MARK, redactSecrets } from '../../src/core/secret-redaction.js';
+import { REDACTION_MARK, redactSecrets, SHORTEST_MASKED_TEXT } from '../../src/core/secret-redaction.js';
 
 // Samples are assembled at run time from a seeded generator: real-looking shapes, no literal credential in the repo.
 function randomText(seed: number): (length: number, alphabet?: string) => string {
@@ -200,6 +200,16 @@ describe('redactSecrets: text cut from a longer one', () => {
     );
     expect(redactSecrets('token ghp_12', { cutAfter: true })).toBe(`token ghp_…${REDACTION_MARK}`);
     expect(redactSecrets('config: OPENAI=sk-proj-Ab3')).toBe('config: OPENAI=sk-proj-Ab3');
+  });
+
+  it('masks the shortest texts it masks at all, which are not shorter than the length it skips below', () => {
+    const shortest = ['hf_x', 'sk-x', 'eyJx'];
+    for (const text of shortest) {
+      expect(text).toHaveLength(SHORTEST_MASKED_TEXT);
+      expect(redactSecrets(text, { cutAfter: true })).toBe(`${text.slice(0, 3)}…${REDACTION_MARK}`);
+    }
+    expect(redactSecrets('a://b:c@')).toBe(`a://b:${REDACTION_MARK}@`);
+    expect(redactSecrets('hf_', { cutAfter: true })).toBe('hf_');
   });
 
   it('masks the rest of a private key whose begin marker was cut off from a tail', () => {

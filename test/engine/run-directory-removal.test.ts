@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   createRunDirectory,
+  detachRunDirectory,
   removeRunDirectory,
+  removeSmallTree,
   SCRIPT_FILE_NAME,
   SYNC_REMOVAL_MAX_ENTRIES,
 } from '../../src/engine/launch/run-directory.js';
@@ -66,6 +68,24 @@ describe('removing a run directory', () => {
     symlinkSync(outside, join(folder, 'to-folder'));
     await removeRunDirectory(root);
     expect(existsSync(root)).toBe(false);
+    expect(outsideIntact()).toBe(true);
+  });
+
+  it('removes a small detached one at once, links unfollowed, and says it is gone', () => {
+    const detached = detachRunDirectory(usedRunDirectory('detached'));
+    expect(removeSmallTree(detached)).toBe(true);
+    expect(existsSync(detached)).toBe(false);
+    expect(outsideIntact()).toBe(true);
+  });
+
+  it('leaves a detached one larger than a small one to removeRunDirectory, saying so', async () => {
+    const detached = detachRunDirectory(usedRunDirectory('detached-large'));
+    for (let index = 0; index <= SYNC_REMOVAL_MAX_ENTRIES; index += 1) {
+      writeFileSync(join(detached, 'tmp', `file-${index}`), 'x');
+    }
+    expect(removeSmallTree(detached)).toBe(false);
+    await removeRunDirectory(detached);
+    expect(existsSync(detached)).toBe(false);
     expect(outsideIntact()).toBe(true);
   });
 });

@@ -244,6 +244,30 @@ describe.skipIf(!bubblewrapUsable)('bubblewrap runner', () => {
   );
 
   it.skipIf(!hostIsRoot())(
+    'as root, close() removes the stage folders before the process exits; a launch after it stages afresh',
+    async () => {
+      const layout = privateLayout('private-close', 'close_helper', 8);
+      const runner = await createBubblewrapRunner({ filesDirectory: layout.filesDirectory });
+      const launch = () =>
+        launchWithRunner({ runner, runsRoot: layout.runsRoot, readOnlyPaths: [layout.library], code: layout.code });
+      expect((await launch()).stdout).toBe('8\n');
+      // A second launch holds a namespace made from the plan: its mount points go too.
+      expect((await launch()).stdout).toBe('8\n');
+      const [stage] = layout.stages();
+      expect(stage).toBeDefined();
+      await runner.close();
+      expect(layout.stages()).toEqual([]);
+      const after = await launch();
+      expect(after.stderr).toBe('');
+      expect(after.stdout).toBe('8\n');
+      expect(layout.stages()).toHaveLength(1);
+      expect(layout.stages()).not.toContain(stage);
+      await runner.close();
+      expect(layout.stages()).toEqual([]);
+    },
+  );
+
+  it.skipIf(!hostIsRoot())(
     'as root, plans the staging ahead of the first run, which stages inline; ahead of the next it holds the namespace',
     async () => {
       const layout = privateLayout('private-ahead', 'ahead_helper', 7);

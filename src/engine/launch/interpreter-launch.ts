@@ -26,6 +26,7 @@ import {
   detachRunDirectory,
   type RunDirectory,
   removeRunDirectory,
+  removeSmallTree,
   SCRIPT_FILE_NAME,
 } from './run-directory.js';
 
@@ -320,12 +321,20 @@ async function spawnPrepared(
           directoryRemoved();
         }
         await killAll();
+        // The detached directory goes while the kernel tears the killed processes down, which the host waits for next:
+        // a process of the run can add nothing to a directory once it is removed, and what one added meanwhile is
+        // removed after the exit.
+        const removedEarly = detached === directory.root || removeSmallTree(detached);
         // Gone for good before the release settles (close() waits for it), not merely sent a signal.
         await settledWithin(exited, EXIT_WAIT_MS);
         forgetProcessGroup(pid);
         destroyStreams(child, [channel, stdout, stderr]);
-        if (detached !== directory.root) await removeRunDirectory(detached);
-        await containment?.dispose?.();
+        // The run's processes are gone: what is left of its directory and the runner's resources go side by side.
+        const [, disposed] = await Promise.allSettled([
+          removedEarly ? undefined : removeRunDirectory(detached),
+          containment?.dispose?.(),
+        ]);
+        if (disposed.status === 'rejected') throw disposed.reason;
       })();
       return released;
     },

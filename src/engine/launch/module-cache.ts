@@ -3,6 +3,7 @@ import { lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { mkdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join, normalize, relative } from 'node:path';
 import { fingerprint } from '../../core/fingerprint.js';
+import { fileSignature } from '../../core/host-cache.js';
 import { sha256Hex } from '../../core/node-crypto.js';
 import { randomHex } from '../../core/random-bytes.js';
 
@@ -190,6 +191,25 @@ export function readPythonFiles(folder: string): ModuleFile[] {
   walk(folder);
   // By code unit, not localeCompare: its first call loads ICU's collator, 10–25 ms of a one-shot run.
   return files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/**
+ * The `.py` files below a folder as {@link readPythonFiles} finds them, each with its signature (see
+ * `fileSignature`) instead of its content: what tells, without reading them, that the files are the ones seen before.
+ */
+export function pythonFileSignatures(folder: string): [string, string | null][] {
+  const signatures: [string, string | null][] = [];
+  const walk = (directory: string): void => {
+    for (const entry of readdirSync(directory, { withFileTypes: true })) {
+      const path = join(directory, entry.name);
+      if (entry.isDirectory() && entry.name !== '__pycache__') walk(path);
+      else if (entry.isFile() && entry.name.endsWith('.py')) {
+        signatures.push([relative(folder, path), fileSignature(path) ?? null]);
+      }
+    }
+  };
+  walk(folder);
+  return signatures.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 /** Commands that run the script's interpreter inside its sandbox (`subprocess.run(["python", ...])`). */

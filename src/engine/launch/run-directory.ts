@@ -79,11 +79,12 @@ export async function removeRunDirectory(root: string): Promise<void> {
 }
 
 /**
- * Removes `root` and what it holds when it is small (see {@link SYNC_REMOVAL_MAX_ENTRIES}); says whether it is gone.
- * A tree found larger or deeper is left, partly removed, to the asynchronous removal. Types come from the directory
- * entries (Node lstats where the file system gives none): a link is unlinked as the entry it is, never followed.
+ * Removes `root` and what it holds when it is small (see {@link SYNC_REMOVAL_MAX_ENTRIES}), at once; says whether it
+ * is gone. A tree found larger or deeper, or a removal that failed, is left, partly removed, to
+ * {@link removeRunDirectory}. Types come from the directory entries (Node lstats where the file system gives none): a
+ * link is unlinked as the entry it is, never followed.
  */
-function removeSmallTree(root: string): boolean {
+export function removeSmallTree(root: string): boolean {
   let budget = SYNC_REMOVAL_MAX_ENTRIES;
   const remove = (directory: string, depth: number): boolean => {
     const entries = readdirSync(directory, { withFileTypes: true });
