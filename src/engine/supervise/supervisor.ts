@@ -274,9 +274,6 @@ export class Supervisor {
     if (this.#current !== undefined) throw new Error('a supervisor supervises one run or cell at a time');
     const process = this.#process;
     const { limits } = options;
-    // The code first: the interpreter takes a while to wake up, and everything below is set up in this same tick,
-    // before any of its output or calls can be read.
-    if (options.handOver !== undefined) writeToChannel(process.channel, options.handOver);
     process.holdEventLoop(true);
     let resolveEnd!: (end: End) => void;
     const ended = new Promise<End>((resolve) => {
@@ -324,6 +321,10 @@ export class Supervisor {
       output.splitter.expect(options.nonce);
     }
     this.#server.startBudget(limits);
+    // The code once everything it can reach is set up (nothing it sends can be read before this tick ends): a wake-up
+    // may put the interpreter on this host's processor, where it waits for the host to block again, so the host does
+    // little between this write and its next wait.
+    if (options.handOver !== undefined) writeToChannel(process.channel, options.handOver);
     events?.emit({ type: 'run-start', runId: process.runId, cell: options.cellId });
     const timeoutTimer = setTimeout(() => this.#stop(current, 'timeout'), limits.timeoutMs);
     const onAbort = () => this.#stop(current, 'aborted');
