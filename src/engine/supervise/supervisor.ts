@@ -321,22 +321,22 @@ export class Supervisor {
       output.splitter.expect(options.nonce);
     }
     this.#server.startBudget(limits);
-    // The code once everything it can reach is set up (nothing it sends can be read before this tick ends): a wake-up
-    // may put the interpreter on this host's processor, where it waits for the host to block again, so the host does
-    // little between this write and its next wait.
-    if (options.handOver !== undefined) writeToChannel(process.channel, options.handOver);
-    events?.emit({ type: 'run-start', runId: process.runId, cell: options.cellId });
     const timeoutTimer = setTimeout(() => this.#stop(current, 'timeout'), limits.timeoutMs);
-    const onAbort = () => this.#stop(current, 'aborted');
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    // An abort while the interpreter was being started fired before this listener: it stops the run now.
-    if (options.signal?.aborted) onAbort();
-    options.onStart?.((reason) => this.#stop(current, reason));
     // A pooled interpreter's channel was paused after `$ready`; the server listens now, so nothing is lost. Any other
     // channel flows already (the server's listener), and resuming it does nothing.
     process.channel.resume();
     if (process.exit !== undefined) this.#settle(current, { exit: process.exit, reported: false });
     this.#checkOutputEnded();
+    // The code once everything it can reach is set up (nothing it sends can be read before this tick ends): a wake-up
+    // may put the interpreter on this host's processor, where it waits for the host to block again, so the host does
+    // little between this write and its next wait. An interrupt for an abort comes after it.
+    if (options.handOver !== undefined) writeToChannel(process.channel, options.handOver);
+    events?.emit({ type: 'run-start', runId: process.runId, cell: options.cellId });
+    const onAbort = () => this.#stop(current, 'aborted');
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    // An abort while the interpreter was being started fired before this listener: it stops the run now.
+    if (options.signal?.aborted) onAbort();
+    options.onStart?.((reason) => this.#stop(current, reason));
 
     const end = await ended;
     clearTimeout(timeoutTimer);
