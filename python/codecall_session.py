@@ -154,6 +154,9 @@ class _FileWatch:
     directory = None
     # The last look found something (a file the artifacts folder still holds is looked at again by the next cell).
     look_again = True
+    # A poll object for the descriptor (None without the `select` module): most cells change nothing, and a poll says
+    # so for less than the read that fails with EAGAIN (the exception costs as much as the system call).
+    pending = None
 
 
 def _identity(status):
@@ -184,6 +187,14 @@ def _watch_files():
         posix.close(descriptor)
         return
     _FileWatch.descriptor = descriptor
+    try:
+        from select import POLLIN, poll
+
+        pending = poll()
+        pending.register(descriptor, POLLIN)
+        _FileWatch.pending = pending
+    except Exception:
+        pass
 
 
 def _files_may_have_changed():
@@ -199,7 +210,9 @@ def _files_may_have_changed():
             return True
         changed = _FileWatch.look_again or _identity(posix.stat(".")) != _FileWatch.directory
         lost = False
-        while True:
+        pending = _FileWatch.pending
+        # Only after the identity check: the poll runs on the descriptor known to be the watch.
+        while pending is None or pending.poll(0):
             try:
                 events = posix.read(descriptor, _WATCH_READ_BYTES)
             except BlockingIOError:

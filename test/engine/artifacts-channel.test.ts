@@ -253,6 +253,38 @@ describe('files of session cells that are looked for only when something changed
     expect(await cell('open(os.path.join(artifacts, "last.txt"), "w").write("last")')).toEqual(['last.txt']);
     await session.close();
   });
+
+  it('finds the files of a cell that put an empty pipe where the watch descriptor was, and never reads the pipe', async () => {
+    const session = codecall.session();
+    const cell = async (code: string) => {
+      const result = await session.execute(code);
+      expect(result.status, JSON.stringify(result)).toBe('success');
+      return result;
+    };
+    await cell('import os\nartifacts = os.environ["CODECALL_ARTIFACTS_DIR"]');
+    // The watch's number, found as the script could: a pipe with nothing in it then takes it (a poll of it says
+    // "nothing happened", like a quiet watch), and a byte written to it later must still be there.
+    const swapped = await cell(
+      [
+        'def link(name):',
+        '    try:',
+        '        return os.readlink("/proc/self/fd/" + name)',
+        '    except OSError:',
+        '        return ""',
+        'watch = [int(name) for name in os.listdir("/proc/self/fd") if link(name) == "anon_inode:inotify"]',
+        'read_end, write_end = os.pipe()',
+        'os.dup2(read_end, watch[0])',
+        'open(os.path.join(artifacts, "after-swap.txt"), "w").write("x")',
+        'print(len(watch))',
+      ].join('\n'),
+    );
+    expect(swapped.stdout).toBe('1\n');
+    expect(namesOf(swapped)).toEqual(['after-swap.txt']);
+    expect(namesOf(await cell('open(os.path.join(artifacts, "next.txt"), "w").write("y")'))).toEqual(['next.txt']);
+    const untouched = await cell('os.write(write_end, b"z")\nprint(os.read(watch[0], 1))');
+    expect(untouched.stdout).toBe("b'z'\n");
+    await session.close();
+  });
 });
 
 describe('files a tool saves in its artifacts folder', () => {

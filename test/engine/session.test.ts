@@ -241,6 +241,22 @@ describe.each(codecallModes)('%s runs', (mode) => {
       expect(result).toMatchObject({ status: 'success', stdout: 'False\n', stateLost: true });
       await session.close();
     });
+
+    it('counts the idle time from the end of the last cell, also after a cell longer than the idle timeout', async () => {
+      const session = codecall.session({ idleTimeoutMs: 150 });
+      await session.execute('import os, time\nx = 1');
+      // The idle time runs out during this cell: a busy session keeps its interpreter.
+      const long = await session.execute('time.sleep(0.4)\nprint(os.getpid())');
+      const pid = Number(long.stdout);
+      const next = await session.execute('print(x)');
+      expect(next).toMatchObject({ status: 'success', stdout: '1\n' });
+      expect(next.stateLost).toBeUndefined();
+      for (let waited = 0; waited < 10_000 && processAlive(pid); waited += 50) await sleep(50);
+      expect(processAlive(pid)).toBe(false);
+      const fresh = await session.execute('print("x" in globals())');
+      expect(fresh).toMatchObject({ status: 'success', stdout: 'False\n', stateLost: true });
+      await session.close();
+    });
   });
 });
 

@@ -50,6 +50,8 @@ function renderCapture(
   redactSecrets: boolean,
   notice: (head: number, tail: number) => string,
 ): string {
+  // Most cells print nothing on one stream or both: no buffers to join, no text to clean.
+  if (capture.totalBytes === 0) return '';
   if (!capture.truncated) {
     return cleanScriptText(decodeUtf8(Buffer.concat([capture.head, capture.tail])), { redactSecrets });
   }

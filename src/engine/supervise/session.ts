@@ -160,8 +160,8 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     if (this.#closed) throw closedError();
     if (signal?.aborted) throw new CodecallAbortError(signal.reason);
     const startedAt = performance.now();
+    // The idle timer may fire during the cell: a busy session ignores it, and the cell's end re-arms it.
     this.#busy = true;
-    clearTimeout(this.#idleTimer);
     try {
       const process = await this.#ensureProcess();
       const { environment, launched } = process;
@@ -207,11 +207,18 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     } finally {
       this.#busy = false;
       this.#context.slots.idle();
-      if (this.#process !== undefined && !this.#closed) {
-        this.#idleTimer = setTimeout(() => void this.#onIdle(), this.#idleTimeoutMs);
-        this.#idleTimer.unref();
-      }
+      if (this.#process !== undefined && !this.#closed) this.#armIdleTimer();
     }
+  }
+
+  /** Starts the idle time again: one timer per interpreter, re-armed after each cell instead of made anew. */
+  #armIdleTimer(): void {
+    if (this.#idleTimer !== undefined) {
+      this.#idleTimer.refresh();
+      return;
+    }
+    this.#idleTimer = setTimeout(() => void this.#onIdle(), this.#idleTimeoutMs);
+    this.#idleTimer.unref();
   }
 
   async #onIdle(): Promise<void> {
@@ -258,6 +265,7 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     if (this.#process !== process) return;
     this.#process = undefined;
     clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
     this.#context.slots.release(this);
     this.#context.deferCleanup(process.launched.release());
   }

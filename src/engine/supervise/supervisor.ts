@@ -274,9 +274,6 @@ export class Supervisor {
     if (this.#current !== undefined) throw new Error('a supervisor supervises one run or cell at a time');
     const process = this.#process;
     const { limits } = options;
-    // The code first: the interpreter takes a while to wake up, and everything below is set up in this same tick,
-    // before any of its output or calls can be read.
-    if (options.handOver !== undefined) writeToChannel(process.channel, options.handOver);
     process.holdEventLoop(true);
     let resolveEnd!: (end: End) => void;
     const ended = new Promise<End>((resolve) => {
@@ -324,18 +321,22 @@ export class Supervisor {
       output.splitter.expect(options.nonce);
     }
     this.#server.startBudget(limits);
-    events?.emit({ type: 'run-start', runId: process.runId, cell: options.cellId });
     const timeoutTimer = setTimeout(() => this.#stop(current, 'timeout'), limits.timeoutMs);
-    const onAbort = () => this.#stop(current, 'aborted');
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    // An abort while the interpreter was being started fired before this listener: it stops the run now.
-    if (options.signal?.aborted) onAbort();
-    options.onStart?.((reason) => this.#stop(current, reason));
     // A pooled interpreter's channel was paused after `$ready`; the server listens now, so nothing is lost. Any other
     // channel flows already (the server's listener), and resuming it does nothing.
     process.channel.resume();
     if (process.exit !== undefined) this.#settle(current, { exit: process.exit, reported: false });
     this.#checkOutputEnded();
+    // The code once everything it can reach is set up (nothing it sends can be read before this tick ends): a wake-up
+    // may put the interpreter on this host's processor, where it waits for the host to block again, so the host does
+    // little between this write and its next wait. An interrupt for an abort comes after it.
+    if (options.handOver !== undefined) writeToChannel(process.channel, options.handOver);
+    events?.emit({ type: 'run-start', runId: process.runId, cell: options.cellId });
+    const onAbort = () => this.#stop(current, 'aborted');
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    // An abort while the interpreter was being started fired before this listener: it stops the run now.
+    if (options.signal?.aborted) onAbort();
+    options.onStart?.((reason) => this.#stop(current, reason));
 
     const end = await ended;
     clearTimeout(timeoutTimer);
