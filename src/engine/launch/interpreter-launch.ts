@@ -319,6 +319,9 @@ async function spawnPrepared(
         } finally {
           directoryRemoved();
         }
+        // The result goes back first: the runner's kill wakes its helpers (a watchdog that forks), which took the CPU
+        // from the host for milliseconds before the caller had it. The process group was killed when the run ended.
+        await new Promise<void>((resolve) => setImmediate(resolve));
         await killAll();
         // Gone for good before the release settles (close() waits for it), not merely sent a signal.
         await settledWithin(exited, EXIT_WAIT_MS);
