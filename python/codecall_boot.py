@@ -746,7 +746,7 @@ def _finish(status):
     milliseconds that no script can observe (what it skips: finalizers of objects other modules hold, and C stdio
     buffers, which the standard library does not use). Before it ends, it ends its stdout and stderr with the run's
     end marker, closes them and tells the host its exit status (`$done`), so the host need not wait for the kernel to
-    tear the process (or its sandbox) down.
+    tear the process (or its sandbox) down; then it yields the CPU to the host for that teardown (`yield_to_host`).
     """
     threading = sys.modules.get("threading")
     if threading is not None:
@@ -797,6 +797,7 @@ def _finish(status):
     # What the parent sees of exit(status).
     status &= 0xFF
     _send_done(status, output, stdout_marked, stderr_marked)
+    yield_to_host()
     for descriptor in (1, 2):
         try:
             posix.close(descriptor)
@@ -877,6 +878,26 @@ def _has_image_since(since):
             except OSError:
                 pass
     return False
+
+
+# The niceness of what is left of a run once it told the host its end: the interpreter's teardown (the kernel frees
+# tens of MB, milliseconds of CPU) then waits while the host, woken by `$done`, builds the result on the same CPU.
+_ENDED_RUN_NICENESS = 10
+
+
+def yield_to_host():
+    """Lowers the priority of the ended run's process group (every thread of the interpreter, whichever of them frees
+    its memory last, and what the script left in the group, which the host kills now) to `_ENDED_RUN_NICENESS`; only
+    the interpreter's own thread when it does not lead its group (the group may then be the host's). A process may
+    always lower its own priority; one that is lower already stays as it is."""
+    try:
+        niceness = max(_ENDED_RUN_NICENESS, posix.getpriority(posix.PRIO_PROCESS, 0))
+        if posix.getpgid(0) == posix.getpid():
+            posix.setpriority(posix.PRIO_PGRP, 0, niceness)
+        else:
+            posix.setpriority(posix.PRIO_PROCESS, 0, niceness)
+    except (OSError, AttributeError):
+        pass
 
 
 def _send_done(status, output, stdout_marked, stderr_marked):

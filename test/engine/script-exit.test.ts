@@ -1,8 +1,14 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { getPriority, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { RUNTIME_DIR } from '../../src/engine/codecall-preparation.js';
+import { BOOT_COMMAND, SCRIPT_FILE_NAME } from '../../src/engine/launch/interpreter-launch.js';
+import { resolvePythonInterpreter } from '../../src/sandbox/interpreter.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
+import { runToCompletion } from '../support/completed-process.js';
 
 const codecallWith = useCodecalls();
 
@@ -88,5 +94,49 @@ describe.each([
       'from tools import shout\nreply = shout(text="grüße, 東京 🚀")\nprint(reply["text"], reply["length"])',
     );
     expect(result).toMatchObject({ status: 'success', stdout: 'GRÜSSE, 東京 🚀 12\n' });
+  });
+});
+
+describe('the boot, once it has reported the end of its run', () => {
+  it('lowers the priority of its process group, so its teardown waits while the host builds the result', async () => {
+    const { executable } = await resolvePythonInterpreter('python3');
+    const directory = mkdtempSync(join(tmpdir(), 'codecall-ended-priority-'));
+    const report = join(directory, 'niceness.txt');
+    // A process the script left in its group notes its niceness once the interpreter has ended (it is reparented);
+    // a host would kill it, the bare boot here does not.
+    const watcher = [
+      'import os, sys, time',
+      'parent = int(sys.argv[1])',
+      'for _ in range(1000):',
+      '    if os.getppid() != parent:',
+      '        break',
+      '    time.sleep(0.01)',
+      'open(sys.argv[2], "w").write(str(os.getpriority(os.PRIO_PROCESS, 0)))',
+    ].join('\n');
+    writeFileSync(
+      join(directory, SCRIPT_FILE_NAME),
+      [
+        'import os, subprocess, sys',
+        `subprocess.Popen([sys.executable, "-S", "-c", ${JSON.stringify(watcher)}, str(os.getpid()), ${JSON.stringify(report)}],`,
+        '                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)',
+        'print(os.getpriority(os.PRIO_PROCESS, 0))',
+      ].join('\n'),
+    );
+    // Its own process group, as every launch gives it.
+    const ended = await runToCompletion('setsid', [executable, '-S', '-c', BOOT_COMMAND, SCRIPT_FILE_NAME], {
+      cwd: directory,
+      env: { PATH: process.env.PATH, PYTHONPATH: RUNTIME_DIR },
+    });
+    expect(ended).toMatchObject({ status: 0, stdout: `${getPriority()}\n`, stderr: '' });
+    let niceness = '';
+    for (let waited = 0; waited < 10_000 && niceness === ''; waited += 20) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      try {
+        niceness = readFileSync(report, 'utf8');
+      } catch {
+        // Not written yet.
+      }
+    }
+    expect(Number(niceness)).toBe(Math.max(10, getPriority()));
   });
 });

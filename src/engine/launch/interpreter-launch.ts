@@ -320,6 +320,9 @@ async function spawnPrepared(
         } finally {
           directoryRemoved();
         }
+        // The result goes back first: the runner's kill wakes its helpers (a watchdog that forks), which took the CPU
+        // from the host for milliseconds before the caller had it. The process group was killed when the run ended.
+        await new Promise<void>((resolve) => setImmediate(resolve));
         await killAll();
         // The detached directory goes while the kernel tears the killed processes down, which the host waits for next:
         // a process of the run can add nothing to a directory once it is removed, and what one added meanwhile is
