@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createCodecall, defineTool } from '../dist/index.js';
 import { resolvePythonInterpreter } from '../dist/sandbox/interpreter.js';
-import { median, ratio, timeSpawn } from './measure.js';
+import { median, printedNumber, ratio, timeSpawn } from './measure.js';
 
 /** Files of the batch, and the size of each. */
 export const BATCH_FILES = 100;
@@ -82,9 +82,9 @@ for _ in range(3):
 print(json.dumps({key: sorted(values)[1] for key, values in figures.items()}))
 `;
 /**
- * The plain loop of the batch alone, for a bare interpreter (\`python -S\`) started in the workspace: the same reads
+ * The plain loop of the batch alone, for a bare interpreter (`python -S`) started in the workspace: the same reads
  * of the same files, in a process without codecall's runtime (which tunes the allocator of the script's process, so
- * the batch's own plain reads run faster than a plain interpreter's). Prints the median seconds of \`passes\` passes.
+ * the batch's own plain reads run faster than a plain interpreter's). Prints the median seconds of `passes` passes.
  */
 function bareBatchScript(passes) {
   return `
@@ -103,24 +103,14 @@ print(sorted(times)[len(times) // 2])
 `;
 }
 
-/** Runs a bare interpreter with \`code\` in \`cwd\` and resolves what it prints, as a number. */
+/** Runs a bare interpreter with `code` in `cwd` and resolves what it prints, as a number. */
 function bareNumber(executable, code, cwd) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(executable, ['-S', '-c', code], {
-      cwd,
-      stdio: ['ignore', 'pipe', 'inherit'],
-      env: { PATH: '/usr/local/bin:/usr/bin:/bin' },
-    });
-    let output = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk) => {
-      output += chunk;
-    });
-    child.once('error', reject);
-    child.once('exit', (code) =>
-      code === 0 ? resolve(Number(output)) : reject(new Error(`bare interpreter exited ${code}`)),
-    );
+  const child = spawn(executable, ['-S', '-c', code], {
+    cwd,
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin' },
   });
+  return printedNumber(child, 'bare interpreter');
 }
 
 const LARGE_SCRIPT = `
@@ -159,33 +149,23 @@ print(sorted(times[1:])[2] * 1e3)
 `;
 
 function rawLargeReplyMilliseconds(executable, text) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(executable, ['-S', '-c', RAW_LARGE_CLIENT], {
-      stdio: ['ignore', 'pipe', 'inherit', 'pipe'],
-      env: { PATH: '/usr/local/bin:/usr/bin:/bin' },
-    });
-    const socket = child.stdio[3];
-    let pending = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk) => {
-      pending += chunk;
-      const newline = pending.indexOf('\n');
-      if (newline === -1) return;
-      const request = JSON.parse(pending.slice(0, newline));
-      pending = pending.slice(newline + 1);
-      socket.write(`{"id":${request.id},"result":${JSON.stringify(text)}}\n`);
-    });
-    socket.on('error', () => {});
-    let output = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk) => {
-      output += chunk;
-    });
-    child.once('error', reject);
-    child.once('exit', (code) =>
-      code === 0 ? resolve(Number(output)) : reject(new Error(`raw client exited ${code}`)),
-    );
+  const child = spawn(executable, ['-S', '-c', RAW_LARGE_CLIENT], {
+    stdio: ['ignore', 'pipe', 'inherit', 'pipe'],
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin' },
   });
+  const socket = child.stdio[3];
+  let pending = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk) => {
+    pending += chunk;
+    const newline = pending.indexOf('\n');
+    if (newline === -1) return;
+    const request = JSON.parse(pending.slice(0, newline));
+    pending = pending.slice(newline + 1);
+    socket.write(`{"id":${request.id},"result":${JSON.stringify(text)}}\n`);
+  });
+  socket.on('error', () => {});
+  return printedNumber(child, 'raw client');
 }
 
 const PRINT_SCRIPT = `line = "x" * ${PRINTED_LINE_BYTES - 1}\nfor _ in range(${PRINTED_LINES}):\n    print(line)\n`;

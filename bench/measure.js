@@ -46,40 +46,43 @@ for i in range(1, calls + 1):
 print((time.perf_counter() - start) / calls * 1e6)
 `;
 
-/**
- * The baseline of a tool call: a minimal Python client and a minimal Node JSON echo over the same kind of socket
- * (an inherited socketpair), with no validation, dispatch or concurrency support. Resolves µs per round trip.
- */
-export function plainJsonEchoMicroseconds(executable, calls) {
+/** Resolves what `child` prints on stdout, as a number, once it exits with 0; rejects naming it (`name`) otherwise. */
+export function printedNumber(child, name) {
   return new Promise((resolve, reject) => {
-    const child = spawn(executable, ['-S', '-c', ECHO_CLIENT, String(calls)], {
-      stdio: ['ignore', 'pipe', 'inherit', 'pipe'],
-      env: { PATH: '/usr/local/bin:/usr/bin:/bin' },
-    });
-    const socket = child.stdio[3];
-    let pending = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk) => {
-      pending += chunk;
-      let newline = pending.indexOf('\n');
-      while (newline !== -1) {
-        const request = JSON.parse(pending.slice(0, newline));
-        pending = pending.slice(newline + 1);
-        socket.write(`${JSON.stringify({ id: request.id, result: request.params })}\n`);
-        newline = pending.indexOf('\n');
-      }
-    });
-    socket.on('error', () => {});
     let output = '';
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (chunk) => {
       output += chunk;
     });
     child.once('error', reject);
-    child.once('exit', (code) =>
-      code === 0 ? resolve(Number(output)) : reject(new Error(`echo client exited ${code}`)),
-    );
+    child.once('exit', (code) => (code === 0 ? resolve(Number(output)) : reject(new Error(`${name} exited ${code}`))));
   });
+}
+
+/**
+ * The baseline of a tool call: a minimal Python client and a minimal Node JSON echo over the same kind of socket
+ * (an inherited socketpair), with no validation, dispatch or concurrency support. Resolves µs per round trip.
+ */
+export function plainJsonEchoMicroseconds(executable, calls) {
+  const child = spawn(executable, ['-S', '-c', ECHO_CLIENT, String(calls)], {
+    stdio: ['ignore', 'pipe', 'inherit', 'pipe'],
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin' },
+  });
+  const socket = child.stdio[3];
+  let pending = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk) => {
+    pending += chunk;
+    let newline = pending.indexOf('\n');
+    while (newline !== -1) {
+      const request = JSON.parse(pending.slice(0, newline));
+      pending = pending.slice(newline + 1);
+      socket.write(`${JSON.stringify({ id: request.id, result: request.params })}\n`);
+      newline = pending.indexOf('\n');
+    }
+  });
+  socket.on('error', () => {});
+  return printedNumber(child, 'echo client');
 }
 
 /** Formats a ratio with two decimals. */
