@@ -16,7 +16,7 @@ import {
   systemDirectoryArguments,
 } from './bubblewrap-arguments.js';
 import { probeSandbox, type SandboxProbe, type SandboxProbeOptions } from './bubblewrap-probe.js';
-import { createRunCgroups, type RunCgroups, warmUpCgroupMigration } from './cgroups.js';
+import { CGROUP_JOIN_AND_EXEC_SCRIPT, createRunCgroups, type RunCgroups, warmUpCgroupMigration } from './cgroups.js';
 import { interpreterRoots, outermost } from './interpreter-roots.js';
 import { configuredRunUidRange, handRunTo, type RunUidLease, type RunUidOptions, runUidAllocator } from './run-uids.js';
 import type { LaunchPlan, LaunchRequest, PreparedLaunch, RunContainment, RunsAhead, SandboxRunner } from './runner.js';
@@ -40,20 +40,6 @@ export const BUBBLEWRAP_SUPERVISOR_PROCESSES = { launcher: 2, host: 1 } as const
 export const RLIMIT_CPU_BACKSTOP_SECONDS = 2;
 /** How long bwrap may take to report its sandbox process on the control channel. */
 export const CONTROL_CHANNEL_TIMEOUT_MS = 10_000;
-/**
- * The cgroup v1 launcher (dash or any POSIX sh, single-threaded): writes `0` to each `tasks` file given before `--`,
- * moving itself into the run's cgroups, then becomes bwrap. Everything of the run descends from it.
- */
-const SELF_JOIN_SCRIPT = [
-  'while [ "$1" != -- ]; do',
-  '  echo 0 >"$1" || { echo "codecall: cannot join the run cgroup $1" >&2; exit 125; }',
-  '  shift',
-  'done',
-  'shift',
-  // The shell exports PWD; bwrap (pid 1 in the sandbox, its environment readable there) must start with nothing.
-  'unset PWD',
-  'exec "$@"',
-].join('\n');
 /** Options of the bubblewrap runner. */
 export interface BubblewrapRunnerOptions extends SandboxProbeOptions {
   /** Use per-run cgroups where this host allows them (default true); without them runs have rlimits only. */
@@ -243,7 +229,7 @@ export class BubblewrapRunner implements SandboxRunner {
       ];
       const shellJoins = selfJoinFiles !== undefined && !stagesInline;
       const dropped = [
-        ...(shellJoins ? ['/bin/sh', '-c', SELF_JOIN_SCRIPT, 'sh', ...selfJoinFiles, '--'] : []),
+        ...(shellJoins ? ['/bin/sh', '-c', CGROUP_JOIN_AND_EXEC_SCRIPT, 'sh', ...selfJoinFiles, '--'] : []),
         this.bubblewrapPath,
         ...bubblewrapArguments,
       ];

@@ -138,6 +138,22 @@ function directoryOf(mountPoint: string, root: string, path: string): string {
   return directory.length > 1 && directory.endsWith('/') ? directory.slice(0, -1) : directory;
 }
 
+/**
+ * Shell text that joins the run's v1 cgroups and becomes the command: writes `0` (itself) to each `tasks` file given
+ * before `--`, then execs what follows it with an empty environment (the shell exports PWD; bwrap, pid 1 in the
+ * sandbox, has its environment readable there). A failed join says which file and exits 125. Both launchers that
+ * join end with it: the run user's single-threaded `sh` before bwrap, and the root shell of an inline staging.
+ */
+export const CGROUP_JOIN_AND_EXEC_SCRIPT = [
+  'while [ "$1" != -- ]; do',
+  '  echo 0 >"$1" || { echo "codecall: cannot join the run cgroup $1" >&2; exit 125; }',
+  '  shift',
+  'done',
+  'shift',
+  'unset PWD',
+  'exec "$@"',
+].join('\n');
+
 /** Reads the layout of this machine (undefined when no cgroup hierarchy is mounted). */
 export function readCgroupLayout(): CgroupLayout | undefined {
   const sources = readLayoutSources();

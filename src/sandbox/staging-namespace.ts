@@ -2,6 +2,7 @@ import { mkdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { isInside } from '../core/paths.js';
+import { CGROUP_JOIN_AND_EXEC_SCRIPT } from './cgroups.js';
 import { firstExecutable } from './executables.js';
 import { holdMountNamespace } from './mount-namespace-holder.js';
 import { writeMountTable } from './mount-table.js';
@@ -324,15 +325,8 @@ const INLINE_STAGING_SCRIPT = [
   '  exit 125',
   'fi',
   'shift 4',
-  // After the mount, so mount(8) is not charged to the run; before the command, so all of the run is inside.
-  'while [ "$1" != -- ]; do',
-  '  echo 0 >"$1" || { echo "codecall: cannot join the run cgroup $1" >&2; exit 125; }',
-  '  shift',
-  'done',
-  'shift',
-  // The shell exports PWD; bwrap (pid 1 in the sandbox, its environment readable there) must start with nothing.
-  'unset PWD',
-  'exec "$@"',
+  // The cgroups after the mount, so mount(8) is not charged to the run; before the command, so all of the run is inside.
+  CGROUP_JOIN_AND_EXEC_SCRIPT,
 ].join('\n');
 
 /** The holder's shell: mounts the table, says `ready`, then waits until the host closes stdin (no further process). */
