@@ -173,24 +173,27 @@ async function placeModule(
   );
 }
 
+/** Paths of the `.py` files below a folder (`__pycache__` aside), relative to it, sorted by code unit. */
+function pythonFilePaths(folder: string): string[] {
+  const paths: string[] = [];
+  const walk = (directory: string): void => {
+    for (const entry of readdirSync(directory, { withFileTypes: true })) {
+      const path = join(directory, entry.name);
+      if (entry.isDirectory() && entry.name !== '__pycache__') walk(path);
+      else if (entry.isFile() && entry.name.endsWith('.py')) paths.push(relative(folder, path));
+    }
+  };
+  walk(folder);
+  // By code unit, not localeCompare: its first call loads ICU's collator, 10–25 ms of a one-shot run.
+  return paths.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
 /**
  * Reads the `.py` files below a folder (the shipped runtime) as module files. Synchronous: a few small files read
  * once per preparation, where the thread pool's round trips cost more than the reads.
  */
 export function readPythonFiles(folder: string): ModuleFile[] {
-  const files: ModuleFile[] = [];
-  const walk = (directory: string): void => {
-    for (const entry of readdirSync(directory, { withFileTypes: true })) {
-      const path = join(directory, entry.name);
-      if (entry.isDirectory() && entry.name !== '__pycache__') walk(path);
-      else if (entry.isFile() && entry.name.endsWith('.py')) {
-        files.push({ path: relative(folder, path), content: readFileSync(path, 'utf8') });
-      }
-    }
-  };
-  walk(folder);
-  // By code unit, not localeCompare: its first call loads ICU's collator, 10–25 ms of a one-shot run.
-  return files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  return pythonFilePaths(folder).map((path) => ({ path, content: readFileSync(join(folder, path), 'utf8') }));
 }
 
 /**
@@ -198,18 +201,7 @@ export function readPythonFiles(folder: string): ModuleFile[] {
  * `fileSignature`) instead of its content: what tells, without reading them, that the files are the ones seen before.
  */
 export function pythonFileSignatures(folder: string): [string, string | null][] {
-  const signatures: [string, string | null][] = [];
-  const walk = (directory: string): void => {
-    for (const entry of readdirSync(directory, { withFileTypes: true })) {
-      const path = join(directory, entry.name);
-      if (entry.isDirectory() && entry.name !== '__pycache__') walk(path);
-      else if (entry.isFile() && entry.name.endsWith('.py')) {
-        signatures.push([relative(folder, path), fileSignature(path) ?? null]);
-      }
-    }
-  };
-  walk(folder);
-  return signatures.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return pythonFilePaths(folder).map((path) => [path, fileSignature(join(folder, path)) ?? null]);
 }
 
 /** Commands that run the script's interpreter inside its sandbox (`subprocess.run(["python", ...])`). */
