@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { checkPythonModuleInput, type GeneratedPythonModule, generatePythonModule } from '../codegen/python-module.js';
@@ -29,29 +30,30 @@ import { prepareStateDirectories, type StateDirectories } from './launch/state-d
 export const RUNTIME_DIR = fileURLToPath(new URL('../../python/', import.meta.url));
 
 /**
- * The code whose change changes a generated module (tsc's output, the sources under a test runner): a module placed
- * by other code is not reused on its record (see `placed-modules.ts`). The bundled command holds all of it too.
+ * The folders whose code makes a generated module (the generator and the helpers it imports: tsc's output, or the
+ * sources under a test runner), every file of them taken, so a file added there counts without a list to keep: a
+ * module placed by other code is not reused on its record (see `placed-modules.ts`). The bundled command holds all of
+ * it too.
  */
-const GENERATOR_FILES = [
-  'codegen/python-module',
-  'codegen/python-function',
-  'codegen/python-types',
-  'codegen/python-literals',
-  'codegen/python-identifiers',
-  'codegen/description-summary',
-  'core/wording',
-  'core/values',
-];
+const GENERATOR_FOLDERS = ['codegen', 'core'];
 const BUNDLED_COMMAND = 'cli/command-line-bundle.cjs';
 
 let generatorSignatures: readonly (string | null)[] | undefined;
 
-/** Signatures of the code that generates modules, read once per process. */
+/** Signatures of the code that generates modules (see {@link GENERATOR_FOLDERS}), read once per process. */
 function generatorCode(): readonly (string | null)[] {
-  const signatureOf = (file: string) => fileSignature(fileURLToPath(new URL(`../${file}`, import.meta.url))) ?? null;
+  const pathOf = (name: string) => fileURLToPath(new URL(`../${name}`, import.meta.url));
   generatorSignatures ??= [
-    ...GENERATOR_FILES.map((file) => signatureOf(`${file}.js`) ?? signatureOf(`${file}.ts`)),
-    signatureOf(BUNDLED_COMMAND),
+    ...GENERATOR_FOLDERS.flatMap((folder) => {
+      try {
+        return readdirSync(pathOf(folder))
+          .sort()
+          .map((name) => `${folder}/${name}:${fileSignature(pathOf(`${folder}/${name}`)) ?? ''}`);
+      } catch {
+        return [`${folder}:missing`];
+      }
+    }),
+    fileSignature(pathOf(BUNDLED_COMMAND)) ?? null,
   ];
   return generatorSignatures;
 }
