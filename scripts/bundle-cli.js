@@ -32,7 +32,8 @@ await build({
   platform: 'node',
   target: 'node20',
   packages: 'external',
-  define: { 'import.meta.url': '__codecallModuleUrl' },
+  // __CODECALL_BUNDLED__: code that must know it runs from the bundle (see src/engine/codecall-preparation.ts).
+  define: { 'import.meta.url': '__codecallModuleUrl', __CODECALL_BUNDLED__: 'true' },
   sourcemap: true,
   logLevel: 'warning',
 });

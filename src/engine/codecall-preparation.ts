@@ -29,32 +29,41 @@ import { prepareStateDirectories, type StateDirectories } from './launch/state-d
 /** Directory of the shipped Python runtime (`python/` at the package root). */
 export const RUNTIME_DIR = fileURLToPath(new URL('../../python/', import.meta.url));
 
+/** `true` in the bundled command (scripts/bundle-cli.js defines it), undeclared elsewhere. */
+declare const __CODECALL_BUNDLED__: boolean | undefined;
+
 /**
  * The folders whose code makes a generated module (the generator and the helpers it imports: tsc's output, or the
- * sources under a test runner), every file of them taken, so a file added there counts without a list to keep: a
- * module placed by other code is not reused on its record (see `placed-modules.ts`). The bundled command holds all of
- * it too.
+ * sources under a test runner), every code file of them taken, so a file added there counts without a list to keep:
+ * a module placed by other code is not reused on its record (see `placed-modules.ts`). The bundled command holds all
+ * of that code, so there its own file stands for it (one stat instead of one per file).
  */
 const GENERATOR_FOLDERS = ['codegen', 'core'];
 const BUNDLED_COMMAND = 'cli/command-line-bundle.cjs';
 
 let generatorSignatures: readonly (string | null)[] | undefined;
 
+/** A module's code (`.js`, or `.ts` under a test runner), not its declarations or source map. */
+function isCodeFile(name: string): boolean {
+  return name.endsWith('.js') || (name.endsWith('.ts') && !name.endsWith('.d.ts'));
+}
+
 /** Signatures of the code that generates modules (see {@link GENERATOR_FOLDERS}), read once per process. */
 function generatorCode(): readonly (string | null)[] {
   const pathOf = (name: string) => fileURLToPath(new URL(`../${name}`, import.meta.url));
-  generatorSignatures ??= [
-    ...GENERATOR_FOLDERS.flatMap((folder) => {
-      try {
-        return readdirSync(pathOf(folder))
-          .sort()
-          .map((name) => `${folder}/${name}:${fileSignature(pathOf(`${folder}/${name}`)) ?? ''}`);
-      } catch {
-        return [`${folder}:missing`];
-      }
-    }),
-    fileSignature(pathOf(BUNDLED_COMMAND)) ?? null,
-  ];
+  const bundled = typeof __CODECALL_BUNDLED__ !== 'undefined' && __CODECALL_BUNDLED__;
+  generatorSignatures ??= bundled
+    ? [`bundle:${fileSignature(pathOf(BUNDLED_COMMAND)) ?? ''}`]
+    : GENERATOR_FOLDERS.flatMap((folder) => {
+        try {
+          return readdirSync(pathOf(folder))
+            .filter(isCodeFile)
+            .sort()
+            .map((name) => `${folder}/${name}:${fileSignature(pathOf(`${folder}/${name}`)) ?? ''}`);
+        } catch {
+          return [`${folder}:missing`];
+        }
+      });
   return generatorSignatures;
 }
 
