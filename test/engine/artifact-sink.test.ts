@@ -146,6 +146,23 @@ describe('ArtifactSink', () => {
     ]);
   });
 
+  it('ends at once when no frame came and no tool got the folder, and ignores frames after', () => {
+    const folder = newFolder();
+    const unused = new ArtifactSink({ folder });
+    expect(unused.finishUnused()).toEqual({ artifacts: [] });
+    send(unused, 'late.txt', 'late');
+    expect(() => readdirSync(folder)).toThrow();
+    const malformed = new ArtifactSink({ folder: newFolder() });
+    malformed.receive({ name: 'bad.txt' });
+    expect(malformed.finishUnused()).toBeUndefined();
+    const sent = new ArtifactSink({ folder: newFolder() });
+    send(sent, 'sent.txt', 'sent');
+    expect(sent.finishUnused()).toBeUndefined();
+    const handedOut = new ArtifactSink({ folder: newFolder() });
+    handedOut.folderForTools();
+    expect(handedOut.finishUnused()).toBeUndefined();
+  });
+
   it('ignores frames once finished', async () => {
     const folder = newFolder();
     const sink = new ArtifactSink({ folder });

@@ -144,6 +144,17 @@ describe('an output capture that outgrows its budget', () => {
     const output = await capture.finish();
     expect(Buffer.concat([output.head, output.tail]).toString()).toBe('abcdefghij');
     expect(output).toMatchObject({ totalBytes: 10, truncated: false, fullOutputPath: undefined });
+    expect(capture.finishInMemory()).toEqual(output);
+  });
+
+  it('ends in memory only while no file was opened', async () => {
+    const capture = new OutputCapture({ keepBytes: 4, fullOutputPath: join(folder, 'over.txt') });
+    capture.push(Buffer.from('abc'));
+    expect(capture.finishInMemory()).toMatchObject({ totalBytes: 3, truncated: false });
+    capture.push(Buffer.from('defg'));
+    expect(capture.finishInMemory()).toBeUndefined();
+    expect(await capture.finish()).toMatchObject({ totalBytes: 7, truncated: true, fullOutputComplete: true });
+    expect(readFileSync(join(folder, 'over.txt'), 'utf8')).toBe('abcdefg');
   });
 
   it('saves the complete stream, fed in chunks of any size, up to its cap', async () => {

@@ -108,6 +108,8 @@ export class ArtifactSink {
   #closed = false;
   /** The folder was handed to a tool call: the tool may have saved files there. */
   #handedToTools = false;
+  /** A frame came (well-formed or not). */
+  #received = false;
 
   constructor(options: ArtifactSinkOptions) {
     this.#folder = options.folder;
@@ -118,6 +120,7 @@ export class ArtifactSink {
   /** Takes one `$artifact` frame's parameters; anything malformed is dropped (and counted). */
   receive(params: unknown): void {
     if (this.#closed) return;
+    this.#received = true;
     const chunk = chunkOf(params);
     if (chunk === undefined || !BASE64.test(chunk.data) || chunk.data.length % 4 !== 0) {
       this.#refusedNames++;
@@ -172,6 +175,16 @@ export class ArtifactSink {
   folderForTools(): string {
     this.#handedToTools = true;
     return this.#folder;
+  }
+
+  /**
+   * No more frames, when none came and no tool got the folder (most runs and cells): nothing was written, so there is
+   * nothing to wait for, and nothing was kept. Undefined otherwise, when {@link finish} ends it.
+   */
+  finishUnused(): ReceivedArtifacts | undefined {
+    if (this.#received || this.#handedToTools) return undefined;
+    this.#closed = true;
+    return { artifacts: [] };
   }
 
   /** No more frames: waits for the writes, removes what is incomplete, and says what was kept and dropped. */

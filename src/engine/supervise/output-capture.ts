@@ -77,10 +77,23 @@ export class OutputCapture {
 
   /** Ends the capture; waits for the saved file to be written. */
   async finish(): Promise<CapturedOutput> {
+    const file = this.#file;
+    if (file !== undefined && !(await file.end())) this.#fileComplete = false;
+    return this.#captured();
+  }
+
+  /**
+   * Ends the capture at once when the stream stayed within the budget (no saved file to wait for, as most runs and
+   * cells); undefined otherwise, when {@link finish} ends it.
+   */
+  finishInMemory(): CapturedOutput | undefined {
+    return this.#file === undefined ? this.#captured() : undefined;
+  }
+
+  #captured(): CapturedOutput {
     const head = Buffer.concat(this.#head, this.#headBytes);
     const tail = this.#tail();
     const file = this.#file;
-    if (file !== undefined && !(await file.end())) this.#fileComplete = false;
     return {
       head,
       tail,

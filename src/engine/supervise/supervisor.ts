@@ -19,7 +19,7 @@ import {
 import { ArtifactSink, type ReceivedArtifacts } from '../result/artifact-sink.js';
 import type { ProcessOutcome } from '../result/run-result.js';
 import { type ExitStatus, exitStatusOf, limitReasonOf } from './limit-reason.js';
-import { OutputCapture } from './output-capture.js';
+import { type CapturedOutput, OutputCapture } from './output-capture.js';
 import { OutputSplitter, type OutputSplitterHandlers } from './output-splitter.js';
 import type { RunEvents } from './run-events.js';
 import { RunTraceRecorder } from './run-trace.js';
@@ -183,6 +183,22 @@ function ignoreOutput(): void {}
  */
 function afterPipesPolled(callback: () => void): void {
   setImmediate(callback);
+}
+
+/**
+ * What the captures and the artifact sink of a run or cell kept. Most have nothing to wait for (no saved file, no
+ * artifact): their ends are taken at once, without a promise each.
+ */
+function finishCaptures(
+  current: Supervised,
+):
+  | readonly [CapturedOutput, CapturedOutput, ReceivedArtifacts]
+  | Promise<[CapturedOutput, CapturedOutput, ReceivedArtifacts]> {
+  const stdout = current.stdout.finishInMemory();
+  const stderr = current.stderr.finishInMemory();
+  const artifacts = stdout === undefined || stderr === undefined ? undefined : current.artifacts.finishUnused();
+  if (stdout !== undefined && stderr !== undefined && artifacts !== undefined) return [stdout, stderr, artifacts];
+  return Promise.all([current.stdout.finish(), current.stderr.finish(), current.artifacts.finish()]);
 }
 
 function outputEnded(output: OutputStream): boolean {
@@ -398,11 +414,7 @@ export class Supervisor {
       exception,
       toolCallLimitReached,
     });
-    const [stdoutCapture, stderrCapture, artifacts] = await Promise.all([
-      current.stdout.finish(),
-      current.stderr.finish(),
-      current.artifacts.finish(),
-    ]);
+    const [stdoutCapture, stderrCapture, artifacts] = await finishCaptures(current);
     return {
       exitCode: status.exitCode,
       signal: status.signal,
