@@ -530,8 +530,13 @@ class _Channel:
             self._replied.notify_all()
 
     def notify(self, method, params):
+        self.send_encoded(self._encode({"method": method, "params": params}))
+
+    def send_encoded(self, frame):
+        """Sends a notification the caller encoded (the frame's bytes, newline included); a closed channel is not an
+        error."""
         try:
-            self._send(self._encode({"method": method, "params": params}))
+            self._send(frame)
         except (OSError, ToolError):
             pass
 
