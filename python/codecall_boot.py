@@ -337,6 +337,12 @@ _OUTPUT_FLUSH_SECONDS = 0.01
 # Audit events after which another process writes to the same stdout (or this one is replaced): flush first, so the
 # output keeps its order.
 _SPAWN_EVENTS = frozenset(("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.forkpty"))
+# Audit events after which the working directory may be another one: `os.chdir` (also raised by `os.fchdir`), and
+# those of `_ctypes` reaching native code, which may call chdir(2) itself (a session also looks at every cell once the
+# `ctypes` package is imported, see `codecall_session`).
+_DIRECTORY_EVENTS = frozenset(
+    ("os.chdir", "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function", "ctypes.cdata")
+)
 _exit = posix._exit
 
 
@@ -350,6 +356,8 @@ class _Output:
     lock = None
     stopped = False
     flusher_started = False
+    # Audit events seen that may have changed the working directory (see directory_changes).
+    directory_events = 0
     # Held while a started flusher waits for the script (warm pool).
     gate = None
 
@@ -626,8 +634,17 @@ def _after_fork_in_child():
 def _on_audit_event(event, arguments):
     if event in _SPAWN_EVENTS:
         flush_output()
+    elif event in _DIRECTORY_EVENTS:
+        _Output.directory_events += 1
     elif event == "import" and _ScriptLines.pending is not None and arguments[0] == "linecache":
         _ScriptLines.fill()
+
+
+def directory_changes():
+    """How many times the working directory may have been changed so far (an `os.chdir`, native code reached through
+    `_ctypes`), as the boot's audit hook counts them, each before the change is made; None without the hook (no
+    buffered stdout)."""
+    return None if _Output.stream is None else _Output.directory_events
 
 
 def _exit_after_flushing(status):

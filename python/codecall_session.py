@@ -157,6 +157,12 @@ class _FileWatch:
     # A poll object for the descriptor (None without the `select` module): most cells change nothing, and a poll says
     # so for less than the read that fails with EAGAIN (the exception costs as much as the system call).
     pending = None
+    # The working directory is another folder than the watched one (as last looked at).
+    elsewhere = False
+    # The boot's count of possible directory changes (`codecall_boot.directory_changes`) at the last look at the working
+    # directory, and the count up to which no look is needed (None: look at the next cell).
+    directory_looked_at = None
+    directory_settled = None
 
 
 def _identity(status):
@@ -208,7 +214,7 @@ def _files_may_have_changed():
             # The script closed it (the number may name one of its files now): never read it again.
             _FileWatch.descriptor = -1
             return True
-        changed = _FileWatch.look_again or _identity(posix.stat(".")) != _FileWatch.directory
+        changed = _FileWatch.look_again or _working_directory_moved()
         lost = False
         pending = _FileWatch.pending
         # Only after the identity check: the poll runs on the descriptor known to be the watch.
@@ -228,6 +234,20 @@ def _files_may_have_changed():
     if lost:
         _stop_watching()
     return changed
+
+
+def _working_directory_moved():
+    """Whether the working directory is another folder than the watched one. It is looked at (a `stat`) only after
+    the boot's audit hook saw something that may have changed it; at every cell without the hook, or once the script
+    imported `ctypes` (a foreign function looked up before calls chdir(2) without an audit event)."""
+    count = _boot.directory_changes()
+    if count is None or count != _FileWatch.directory_settled or "ctypes" in sys.modules:
+        _FileWatch.elsewhere = _identity(posix.stat(".")) != _FileWatch.directory
+        # Settled once a look finds the count where the look before it did: the audit event comes before the change is
+        # made, which a thread of the script may be making while this looks.
+        _FileWatch.directory_settled = count if count == _FileWatch.directory_looked_at else None
+        _FileWatch.directory_looked_at = count
+    return _FileWatch.elsewhere
 
 
 def _watch_lost(events):

@@ -254,6 +254,35 @@ describe('files of session cells that are looked for only when something changed
     await session.close();
   });
 
+  it('finds an image saved after the working directory changed through os.fchdir, a thread, or a ctypes function looked up earlier', async () => {
+    const session = codecall.session();
+    const cell = async (code: string) => {
+      const result = await session.execute(code);
+      expect(result.status, JSON.stringify(result)).toBe('success');
+      return namesOf(result);
+    };
+    await cell(
+      'import os, threading\nfor name in ("by-fd", "by-thread", "by-ctypes"):\n    os.makedirs(name, exist_ok=True)',
+    );
+    expect(await cell('x = 1')).toEqual([]);
+    expect(
+      await cell('folder = os.open("by-fd", os.O_RDONLY)\nos.fchdir(folder)\nopen("fd.png", "wb").write(b"fd")'),
+    ).toEqual(['fd.png']);
+    expect(await cell('open("fd-again.png", "wb").write(b"again")\nos.chdir("..")')).toEqual([]);
+    expect(
+      await cell(
+        'mover = threading.Thread(target=os.chdir, args=("by-thread",))\nmover.start()\nmover.join()\nopen("thread.png", "wb").write(b"t")',
+      ),
+    ).toEqual(['thread.png']);
+    expect(await cell('os.chdir("..")\nx = 2')).toEqual([]);
+    // The function is looked up (an audit event) in one cell and called in later ones, where no audit event comes.
+    expect(await cell('import ctypes\nchdir = ctypes.CDLL(None).chdir\nx = 3')).toEqual([]);
+    expect(await cell('x = 4')).toEqual([]);
+    expect(await cell('chdir(b"by-ctypes")\nopen("ctypes.png", "wb").write(b"c")')).toEqual(['ctypes.png']);
+    expect(await cell('chdir(b"..")\nopen("back.png", "wb").write(b"b")')).toEqual(['back.png']);
+    await session.close();
+  });
+
   it('finds the files of a cell that put an empty pipe where the watch descriptor was, and never reads the pipe', async () => {
     const session = codecall.session();
     const cell = async (code: string) => {
