@@ -479,6 +479,9 @@ def take_buffered_output(keep, stop=False):
 # for a pipe (the bytes it holds, asked through either end).
 _UNREAD_BYTES_REQUESTS = {0o140000: 0x5411, 0o010000: 0x541B}
 _FILE_TYPE_MASK = 0o170000
+# The count either request gives (a C int), and that count when it is zero.
+_UNREAD_COUNT_BYTES = 4
+_NOTHING_UNREAD = bytes(_UNREAD_COUNT_BYTES)
 # Most the end frame (`$cell_done`, `$done`) carries of what the script printed last; beyond it, the pipe carries it.
 _CARRIED_OUTPUT_BYTES = 1 << 16
 # Bytes a frame needs beside the carried output, which JSON may make up to six times longer (`\u00XX`).
@@ -529,7 +532,11 @@ def pipe_read_out(descriptor):
         status = posix.fstat(descriptor)
         if (status.st_dev, status.st_ino) != stream[:2]:
             return False
-        return _Pipes.ioctl(descriptor, stream[2], b"\0\0\0\0") == b"\0\0\0\0"
+        # A mutable buffer, which the call fills in place: given bytes, `ioctl` first fails to take them as writable,
+        # and raising and dropping that error costs more than the system call.
+        unread = bytearray(_UNREAD_COUNT_BYTES)
+        _Pipes.ioctl(descriptor, stream[2], unread)
+        return unread == _NOTHING_UNREAD
     except (OSError, ValueError):
         return False
 
