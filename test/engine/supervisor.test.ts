@@ -80,6 +80,10 @@ function fakeInterpreter(options: { readonly containment?: RunContainment } = {}
     send(frame: unknown): void {
       fromScript.write(`${JSON.stringify(frame)}\n`);
     },
+    /** The script's end of the channel closes. */
+    endChannel(): void {
+      fromScript.end();
+    },
     /** The process exits: its pipes close, then the exit is reported, as a child process's are. */
     exitWith(code: number | null, signal: NodeJS.Signals | null = null): void {
       stdout.end();
@@ -320,6 +324,24 @@ describe('the supervisor of a one-shot run', () => {
     await fake.process.exited;
     const outcome = await supervisorOf(fake.process).supervise(runOptions());
     expect(outcome).toMatchObject({ exitCode: 2, processEnded: true });
+  });
+
+  it('takes the files and the $done the channel still held when the exit was seen first', async () => {
+    const fake = fakeInterpreter();
+    const supervisor = supervisorOf(fake.process);
+    const outcome = supervisor.supervise(runOptions());
+    fake.exitWith(0);
+    await fake.process.exited;
+    // After the exit: the boot's last file, sent at its exit, then its `$done`, then the channel's end.
+    fake.send({
+      method: '$artifact',
+      params: { name: 'log.txt', offset: 0, data: Buffer.from('x'.repeat(1000)).toString('base64'), final: true },
+    });
+    fake.send({ method: '$done', params: { exitCode: 0, stdout: false, stderr: false } });
+    fake.endChannel();
+    const result = await outcome;
+    expect(result).toMatchObject({ exitCode: 0, processEnded: true });
+    expect(result.artifacts.artifacts.map((artifact) => artifact.path.split('/').pop())).toEqual(['log.txt']);
   });
 });
 

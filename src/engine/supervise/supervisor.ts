@@ -530,7 +530,9 @@ export class Supervisor {
     if (current === undefined) return;
     const { cellId } = current.options;
     if (method === ARTIFACT_NOTIFICATION) {
-      if (current.end === undefined) current.artifacts.receive(params);
+      // Also while the channel is read to its end after an exit seen first: the boot sends a run's last files at its
+      // exit, before `$done`, and a host that saw the exit first still reads them there (see supervise).
+      if (current.end === undefined || isDrainingAfterExit(current)) current.artifacts.receive(params);
       return;
     }
     if (method === DONE_NOTIFICATION && cellId === undefined) {
@@ -578,4 +580,10 @@ export class Supervisor {
       }, OUTPUT_DRAIN_MS);
     }
   }
+}
+
+/** Whether `current` ended by an exit seen before the boot's `$done` was read, which the channel may still hold. */
+function isDrainingAfterExit(current: Supervised): boolean {
+  const end = current.end;
+  return end !== undefined && 'exit' in end && !end.reported && !current.doneTaken;
 }
