@@ -22,6 +22,7 @@ import { configuredRunUidRange, handRunTo, type RunUidLease, type RunUidOptions,
 import type { LaunchPlan, LaunchRequest, PreparedLaunch, RunContainment, RunsAhead, SandboxRunner } from './runner.js';
 import { chooseSandboxFilesDirectory, writeContentAddressedFile } from './sandbox-files.js';
 import { openSeccompProgram } from './seccomp.js';
+import { sweepLeftoverStagesOnce } from './stage-leftovers.js';
 import {
   directoryIdentity,
   findNsenter,
@@ -266,6 +267,8 @@ export class BubblewrapRunner implements SandboxRunner {
           lease,
           warmUp,
           releaseStaging,
+          // Leftovers of killed processes beside the stages go once the launch is on its way, not before it.
+          afterSpawned: staging === undefined ? undefined : () => void sweepLeftoverStagesOnce(this.filesDirectory),
           mode:
             cgroups === undefined ? 'none' : selfJoinFiles !== undefined ? 'self-join' : holdSandbox ? 'held' : 'gated',
         }),
@@ -628,6 +631,7 @@ class BubblewrapContainment implements RunContainment {
   private readonly warmUp: Promise<void> | undefined;
   private readonly mode: ContainmentMode;
   private releaseStaging: (() => void) | undefined;
+  private readonly afterSpawned: (() => void) | undefined;
   private seccompDescriptor: number | undefined;
   private sandboxPid: number | undefined;
   private controlChannel: Duplex | undefined;
@@ -640,6 +644,8 @@ class BubblewrapContainment implements RunContainment {
     readonly warmUp: Promise<void> | undefined;
     /** An inline staging's: its launch no longer reads the mount table. */
     readonly releaseStaging: (() => void) | undefined;
+    /** Background work started once the launch is spawned. */
+    readonly afterSpawned?: (() => void) | undefined;
     readonly mode: ContainmentMode;
   }) {
     this.cgroups = options.cgroups;
@@ -649,6 +655,7 @@ class BubblewrapContainment implements RunContainment {
     this.warmUp = options.warmUp;
     this.mode = options.mode;
     this.releaseStaging = options.releaseStaging;
+    this.afterSpawned = options.afterSpawned;
   }
 
   private closeDescriptors(): void {
@@ -659,6 +666,7 @@ class BubblewrapContainment implements RunContainment {
   async afterSpawn(pid: number, controlChannel?: Duplex): Promise<void> {
     // The child has its own copy now.
     this.closeDescriptors();
+    this.afterSpawned?.();
     if (this.cgroups === undefined) return;
     if (this.mode === 'self-join') {
       this.cgroups.startWatchdog();
