@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
@@ -76,7 +77,8 @@ async function readScript(path: string, stdin: Readable): Promise<string> {
     return Buffer.concat(chunks).toString('utf8');
   }
   try {
-    return await readFile(path, 'utf8');
+    // At once, as the configuration file (see config-file.ts): a script is read before its run's launch.
+    return readFileSync(path, 'utf8');
   } catch (error) {
     throw new UsageError(
       `cannot read script ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
