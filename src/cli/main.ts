@@ -20,8 +20,10 @@ type Main = (argv: readonly string[]) => Promise<number>;
 function loadBundle(
   source: string,
   key: string,
+  spare: Buffer,
 ): { readonly main: Main; readonly script: Script; readonly cached: boolean } {
-  const cachedData = readCodeCache(key, BUNDLE_FILE);
+  // Into the buffer the bundle was read into, decoded already: fresh memory would cost a page fault per page.
+  const cachedData = readCodeCache(key, BUNDLE_FILE, spare);
   const script = new Script(
     `(function (exports, require, module, __filename, __dirname, __codecallModuleUrl, __codecallImport) {${source}\n})`,
     {
@@ -72,8 +74,8 @@ async function start(): Promise<void> {
     await exitOnceWritten(await main(process.argv.slice(2)));
     return;
   }
-  const { source, key } = bundleFile;
-  const bundle = loadBundle(source, key);
+  const { source, key, spare } = bundleFile;
+  const bundle = loadBundle(source, key, spare);
   const status = await bundle.main(process.argv.slice(2));
   // Made after the command ran, so the cache holds the functions it compiled on the way, not only the top level.
   if (!bundle.cached) writeCodeCache(key, bundle.script.createCachedData(), BUNDLE_FILE);
