@@ -24,15 +24,13 @@ function loadBundle(
 ): { readonly main: Main; readonly script: Script; readonly cached: boolean } {
   // Into the buffer the bundle was read into, decoded already: fresh memory would cost a page fault per page.
   const cachedData = readCodeCache(key, BUNDLE_FILE, spare);
-  const script = new Script(
-    `(function (exports, require, module, __filename, __dirname, __codecallModuleUrl, __codecallImport) {${source}\n})`,
-    {
-      filename: BUNDLE_FILE,
-      cachedData,
-      // Its imports on demand go through __codecallImport (src/core/module-import.ts); this is a fallback only.
-      importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
-    },
-  );
+  // The file is the text of a function (see scripts/bundle-cli.js), compiled as it was read: not copied into another.
+  const script = new Script(source, {
+    filename: BUNDLE_FILE,
+    cachedData,
+    // Its imports on demand go through __codecallImport (src/core/module-import.ts); this is a fallback only.
+    importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+  });
   const module = { exports: {} as { main?: Main } };
   script.runInThisContext()(
     module.exports,
