@@ -1,6 +1,6 @@
 import { lstatSync, readlinkSync } from 'node:fs';
-import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { filePromises } from '../core/file-promises.js';
 import { fingerprint } from '../core/fingerprint.js';
 import { hostCacheDirectory, readHostCache, trimHostCacheEntries, writeHostCache } from '../core/host-cache.js';
 import { isProcessAlive } from '../core/processes.js';
@@ -90,12 +90,12 @@ export async function sweepLeftoverStages(filesDirectory: string): Promise<numbe
   let removed = 0;
   try {
     const now = Date.now();
-    for (const name of await readdir(filesDirectory)) {
+    for (const name of await filePromises().readdir(filesDirectory)) {
       if (!name.startsWith(STAGE_PREFIX)) continue;
       const path = join(filesDirectory, name);
       try {
         if (!isLeftoverStage(name, () => lstatSync(path).mtimeMs, now, namespace)) continue;
-        await rm(path, { recursive: true, force: true });
+        await filePromises().rm(path, { recursive: true, force: true });
         removed += 1;
       } catch {
         // Gone meanwhile, or not removable: the next process tries again.

@@ -45,8 +45,11 @@ writeFileSync(
 const script = join(temporary, 'print.py');
 writeFileSync(script, 'print(1)\n');
 
-/** Runs `codecall run` on the script; its output, and the built-in modules its process loaded. */
-async function run(name: string, round: number, sandbox = name) {
+/**
+ * Runs `codecall run` on the script, its standard input an empty pipe, or /dev/null for `input: null`; its output, and
+ * the built-in modules its process loaded.
+ */
+async function run(name: string, round: number, sandbox = name, input: '' | null = '') {
   const listFile = join(temporary, `loaded-${name}-${round}.txt`);
   const completed = await runToCompletion(
     process.execPath,
@@ -54,6 +57,7 @@ async function run(name: string, round: number, sandbox = name) {
     {
       cwd: temporary,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary, LOADED_MODULES_FILE: listFile },
+      input,
     },
   );
   return {
@@ -95,6 +99,20 @@ describe('codecall run', () => {
         expect(loaded).toContain(later);
         expect(loadedAtLaunch).not.toContain(later);
       }
+      // Nor the promise file API (with its directory, watcher and readline modules): no module loads it as it loads.
+      expect(loadedAtLaunch.filter((name) => /\bfs\/(promises|dir|watchers)\b/.test(name))).toEqual([]);
+    }
+  }, 60_000);
+
+  // Node makes a standard input of /dev/null (or of a file) a file stream, whose module loads the promise file API.
+  it('makes no stream of its standard input before its launch when it does not read it (--sandbox auto)', async () => {
+    const bundleAge = BigInt(Date.now()) * 1_000_000n - statSync(bundle, { bigint: true }).ctimeNs;
+    if (bundleAge < SETTLED_FILE_AGE_NS) await sleep(Number((SETTLED_FILE_AGE_NS - bundleAge) / 1_000_000n) + 100);
+    for (const round of [1, 2]) {
+      const { completed, loadedAtLaunch } = await run('auto-null-input', round, 'auto', null);
+      expect(completed).toMatchObject({ status: 0, stdout: '1\n' });
+      expect(loadedAtLaunch).toContain('NativeModule child_process');
+      expect(loadedAtLaunch.filter((name) => /\bfs\/(streams|promises)\b/.test(name))).toEqual([]);
     }
   }, 60_000);
 });
