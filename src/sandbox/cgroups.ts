@@ -11,11 +11,11 @@ import {
 } from 'node:fs';
 import { release } from 'node:os';
 import { join, posix } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { filePromises } from '../core/file-promises.js';
 import { readHostCache, writeHostCache } from '../core/host-cache.js';
 import type { LimitReason } from '../core/isolation.js';
 import { isProcessAlive, signalProcess } from '../core/processes.js';
+import { sleep } from '../core/waiting.js';
 
 /**
  * Per-run control groups: one cgroup per run (per controller on cgroup v1) caps the whole process tree of the run —

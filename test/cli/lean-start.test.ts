@@ -99,8 +99,10 @@ describe('codecall run', () => {
         expect(loaded).toContain(later);
         expect(loadedAtLaunch).not.toContain(later);
       }
-      // Nor the promise file API (with its directory, watcher and readline modules): no module loads it as it loads.
+      // Nor the promise file API (with its directory, watcher and readline modules) nor the promise timers: no module
+      // loads them as it loads, and a run that waits waits without them.
       expect(loadedAtLaunch.filter((name) => /\bfs\/(promises|dir|watchers)\b/.test(name))).toEqual([]);
+      expect(loaded).not.toContain('NativeModule timers/promises');
     }
   }, 60_000);
 
