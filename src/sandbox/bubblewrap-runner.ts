@@ -1,6 +1,7 @@
-import { closeSync, openSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Duplex } from 'node:stream';
+import { canonicalPath } from '../core/canonical-path.js';
 import { CodecallError } from '../core/errors.js';
 import { BootVariable, FIRST_INHERITED_FILE_DESCRIPTOR } from '../core/launch-layout.js';
 import { isInside } from '../core/paths.js';
@@ -192,7 +193,7 @@ export class BubblewrapRunner implements SandboxRunner {
         request,
         environment,
         otherDestinations: mounts.filter((mount) => mount.kind !== 'run').map((mount) => mount.destination),
-        scriptSource: request.scriptFile === undefined ? undefined : sourceOf(realpathSync(request.scriptFile)),
+        scriptSource: request.scriptFile === undefined ? undefined : sourceOf(canonicalPath(request.scriptFile)),
       });
       const bubblewrapArguments = [
         ...this.fixedArgumentsFor(request.network),
@@ -367,7 +368,7 @@ export class BubblewrapRunner implements SandboxRunner {
   private realPath(path: string): string {
     let real = this.realPaths.get(path);
     if (real === undefined) {
-      real = realpathSync(path);
+      real = canonicalPath(path);
       this.realPaths.set(path, real);
     }
     return real;
@@ -382,7 +383,7 @@ export class BubblewrapRunner implements SandboxRunner {
       [...interpreterRoots(request.interpreter), ...request.readOnlyPaths],
       request.workDir,
     );
-    mounts.push({ source: realpathSync(request.workDir), destination: request.workDir, writable: true, kind: 'run' });
+    mounts.push({ source: canonicalPath(request.workDir), destination: request.workDir, writable: true, kind: 'run' });
     const workspace = workspaceMount(request);
     if (workspace !== undefined) mounts.push(workspace);
     // Parents before what lies inside them, or a later bind would hide an earlier one.
@@ -525,7 +526,7 @@ function workspaceMount(request: LaunchRequest): Mount | undefined {
     );
   }
   return {
-    source: realpathSync(view.source),
+    source: canonicalPath(view.source),
     destination: view.destination,
     writable: view.writable,
     kind: view.copied ? 'workspace-copy' : 'workspace',
