@@ -84,13 +84,23 @@ export function fileCodeCacheKey(identity: FileIdentity, nowNs: bigint): string 
 
 /** Largest bundle read; a bigger file is not one the build wrote. */
 const MAX_BUNDLE_BYTES = 64 * 1024 * 1024;
+/**
+ * How many times its size the buffer the bundle is read into holds: the code cache is read into the same buffer once
+ * the bundle is decoded (a cache is about the bundle's size, its size depending on what the run that made it
+ * compiled). The part never written costs nothing: only a page written is faulted in.
+ */
+const BUNDLE_BUFFER_ROOM = 2;
 
 /**
  * Reads the bundle once, from one descriptor, with the key of its code cache: from the file's identity when it is
  * settled and did not change while it was read, from its text otherwise. Undefined when there is no bundle to read,
- * or it could not be read whole (then the plain modules run).
+ * or it could not be read whole (then the plain modules run). `spare` is the buffer the file was read into, no longer
+ * needed once `source` is made, with room beyond it: the code cache is read into it (see {@link readCodeCache}), not
+ * into as much fresh memory.
  */
-export function readBundle(path: string): { readonly source: string; readonly key: string } | undefined {
+export function readBundle(
+  path: string,
+): { readonly source: string; readonly key: string; readonly spare: Buffer } | undefined {
   let descriptor: number;
   try {
     descriptor = openSync(path, constants.O_RDONLY);
@@ -100,7 +110,8 @@ export function readBundle(path: string): { readonly source: string; readonly ke
   try {
     const before = fstatSync(descriptor, { bigint: true });
     if (!before.isFile() || before.size > BigInt(MAX_BUNDLE_BYTES)) return undefined;
-    const bytes = readExactly(descriptor, Number(before.size));
+    const spare = Buffer.allocUnsafe(Number(before.size) * BUNDLE_BUFFER_ROOM);
+    const bytes = readExactly(descriptor, Number(before.size), spare);
     if (bytes === undefined) return undefined;
     const source = bytes.toString('utf8');
     const after = fstatSync(descriptor, { bigint: true });
@@ -108,7 +119,7 @@ export function readBundle(path: string): { readonly source: string; readonly ke
     // ctime is wall-clock time: compared with the wall clock.
     const now = BigInt(Date.now()) * 1_000_000n;
     const key = (unchanged ? fileCodeCacheKey(after, now) : undefined) ?? codeCacheKey(source);
-    return { source, key };
+    return { source, key, spare };
   } catch {
     return undefined;
   } finally {
@@ -135,12 +146,13 @@ export function codeCacheFileName(bundleFile: string): string {
 
 /**
  * The cached code of the bundle at `bundleFile` for `key`, or undefined when there is none this user alone wrote for
- * it (missing, another key, not a regular file of this user, writable by others, too large).
+ * it (missing, another key, not a regular file of this user, writable by others, too large). Read into `into` when it
+ * is large enough: memory the caller gives up (the bundle's bytes once decoded), whose pages are already there.
  */
-export function readCodeCache(key: string, bundleFile: string): Buffer | undefined {
+export function readCodeCache(key: string, bundleFile: string, into?: Buffer): Buffer | undefined {
   const directory = cacheDirectory();
   if (directory === undefined) return undefined;
-  const bytes = readOwnedFile(join(directory, codeCacheFileName(bundleFile)), MAX_CODE_CACHE_BYTES);
+  const bytes = readOwnedFile(join(directory, codeCacheFileName(bundleFile)), MAX_CODE_CACHE_BYTES, into);
   if (
     bytes === undefined ||
     bytes.length <= CODE_CACHE_KEY_BYTES ||

@@ -1,7 +1,8 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { CodecallError } from '../core/errors.js';
+import { filePromises } from '../core/file-promises.js';
 import type { Limits } from '../core/limits.js';
 import { type CodecallOptions, createLocalCodecall } from '../engine/codecall.js';
 import { formatResultForModel } from '../engine/result/format-result.js';
@@ -69,14 +70,17 @@ export interface CommandLineStreams {
 
 class UsageError extends Error {}
 
-async function readScript(path: string, stdin: Readable): Promise<string> {
+/** The text of the file at `path`, or of the standard input for `-` (the only case where the input is read). */
+async function readScript(path: string, streams: CommandLineStreams): Promise<string> {
   if (path === '-') {
     const chunks: Buffer[] = [];
-    for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+    for await (const chunk of streams.stdin)
+      chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
     return Buffer.concat(chunks).toString('utf8');
   }
   try {
-    return await readFile(path, 'utf8');
+    // At once, as the configuration file (see config-file.ts): a script is read before its run's launch.
+    return readFileSync(path, 'utf8');
   } catch (error) {
     throw new UsageError(
       `cannot read script ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
@@ -123,14 +127,26 @@ interface ServeCommandOptions {
 }
 
 /**
+ * The process's own streams, its standard input made when first read (`run -`, `serve`): Node makes a file's or
+ * /dev/null's a file stream, whose modules (the promise file API among them) a run would otherwise load before its
+ * launch for nothing.
+ */
+function processStreams(): CommandLineStreams {
+  return {
+    get stdin() {
+      return process.stdin;
+    },
+    stdout: process.stdout,
+    stderr: process.stderr,
+  };
+}
+
+/**
  * Runs the command line with the given streams (the process's own by default); resolves with the exit status and
  * never rejects: an unexpected failure is reported on `stderr` as an internal error with status
  * {@link EXIT_SCRIPT_FAILED}.
  */
-export async function main(
-  argv: readonly string[],
-  streams: CommandLineStreams = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr },
-): Promise<number> {
+export async function main(argv: readonly string[], streams: CommandLineStreams = processStreams()): Promise<number> {
   try {
     return await runCommandLine(argv, streams);
   } catch (error) {
@@ -254,7 +270,7 @@ async function runCommand(
   if (scriptPath === undefined || run.positionalCount > 2) {
     throw new UsageError('run takes one script path, or - to read the script from standard input');
   }
-  const code = await readScript(scriptPath, streams.stdin);
+  const code = await readScript(scriptPath, streams);
   // One run, which may call no tool: what it needs is loaded when it is needed (unless the configuration says).
   const codecall = createCodecall({ warmUp: false, ...options });
   const stopOnSignal = () => void codecall.close();
@@ -285,10 +301,12 @@ async function traceCommand(
   const { resultPath } = trace;
   const source =
     resultPath === '-'
-      ? await readScript(resultPath, streams.stdin)
-      : await readFile(resultPath, 'utf8').catch((error: NodeJS.ErrnoException) => {
-          throw new UsageError(`cannot read the result ${resultPath}: ${error.code ?? error.message}`);
-        });
+      ? await readScript(resultPath, streams)
+      : await filePromises()
+          .readFile(resultPath, 'utf8')
+          .catch((error: NodeJS.ErrnoException) => {
+            throw new UsageError(`cannot read the result ${resultPath}: ${error.code ?? error.message}`);
+          });
   let result: unknown;
   try {
     result = JSON.parse(source);
@@ -298,7 +316,7 @@ async function traceCommand(
   const { renderTraceHtml } = await import('./trace-viewer.js');
   const html = await renderTraceHtml(result);
   if (trace.outputPath === undefined) streams.stdout.write(html);
-  else await writeFile(trace.outputPath, html);
+  else await filePromises().writeFile(trace.outputPath, html);
   return EXIT_SUCCESS;
 }
 

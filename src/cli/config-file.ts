@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { checkKnownKeys } from '../core/option-checks.js';
@@ -35,7 +35,9 @@ export async function loadConfigFile(path: string | undefined): Promise<Codecall
   const file = resolve(path ?? CONFIG_FILE_NAME);
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    // Read at once, not through the thread pool: a one-shot run's first asynchronous file operation starts the pool's
+    // threads and pays for the promise file API's first use, before its launch, for a file of a few lines.
+    text = readFileSync(file, 'utf8');
   } catch (error) {
     if (path === undefined && (error as NodeJS.ErrnoException).code === 'ENOENT') return {};
     throw new CodecallError('INVALID_CONFIG', `cannot read configuration file ${file}: ${(error as Error).message}`, {

@@ -1,7 +1,8 @@
 import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { filePromises } from '../core/file-promises.js';
 import { checkHttpToken } from '../mcp-server/http-access.js';
 
 /** Environment variable holding the bearer token of `codecall serve --http`. */
@@ -58,9 +59,9 @@ export async function readHttpToken(options: ReadHttpTokenOptions): Promise<Http
 async function readTokenFile(path: string): Promise<string> {
   const fail = (reason: string) =>
     new CodecallError('INVALID_CONFIG', `--token-file ${path}: ${reason}`, { key: 'token-file', value: path });
-  let file: Awaited<ReturnType<typeof open>>;
+  let file: FileHandle;
   try {
-    file = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    file = await filePromises().open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw fail(code === 'ELOOP' ? 'it is a symbolic link; give the file itself' : `cannot be opened (${code})`);

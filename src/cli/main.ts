@@ -20,17 +20,17 @@ type Main = (argv: readonly string[]) => Promise<number>;
 function loadBundle(
   source: string,
   key: string,
+  spare: Buffer,
 ): { readonly main: Main; readonly script: Script; readonly cached: boolean } {
-  const cachedData = readCodeCache(key, BUNDLE_FILE);
-  const script = new Script(
-    `(function (exports, require, module, __filename, __dirname, __codecallModuleUrl, __codecallImport) {${source}\n})`,
-    {
-      filename: BUNDLE_FILE,
-      cachedData,
-      // Its imports on demand go through __codecallImport (src/core/module-import.ts); this is a fallback only.
-      importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
-    },
-  );
+  // Into the buffer the bundle was read into, decoded already: fresh memory would cost a page fault per page.
+  const cachedData = readCodeCache(key, BUNDLE_FILE, spare);
+  // The file is the text of a function (see scripts/bundle-cli.js), compiled as it was read: not copied into another.
+  const script = new Script(source, {
+    filename: BUNDLE_FILE,
+    cachedData,
+    // Its imports on demand go through __codecallImport (src/core/module-import.ts); this is a fallback only.
+    importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+  });
   const module = { exports: {} as { main?: Main } };
   script.runInThisContext()(
     module.exports,
@@ -72,8 +72,8 @@ async function start(): Promise<void> {
     await exitOnceWritten(await main(process.argv.slice(2)));
     return;
   }
-  const { source, key } = bundleFile;
-  const bundle = loadBundle(source, key);
+  const { source, key, spare } = bundleFile;
+  const bundle = loadBundle(source, key, spare);
   const status = await bundle.main(process.argv.slice(2));
   // Made after the command ran, so the cache holds the functions it compiled on the way, not only the top level.
   if (!bundle.cached) writeCodeCache(key, bundle.script.createCachedData(), BUNDLE_FILE);

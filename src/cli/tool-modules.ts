@@ -1,7 +1,7 @@
-import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CodecallError } from '../core/errors.js';
+import { filePromises } from '../core/file-promises.js';
 import { importModule } from '../core/module-import.js';
 import { checkToolDefinition } from '../tools/define-tool.js';
 import type { Tool } from '../tools/types.js';
@@ -71,7 +71,7 @@ async function loadModule(
       ...details,
     });
   try {
-    if (!(await stat(absolute)).isFile()) throw fail(`is not a file (${absolute})`);
+    if (!(await filePromises().stat(absolute)).isFile()) throw fail(`is not a file (${absolute})`);
   } catch (error) {
     if (error instanceof CodecallError) throw error;
     throw fail(`was not found (looked for ${absolute})`);

@@ -1,9 +1,9 @@
 import { readdirSync } from 'node:fs';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { checkPythonModuleInput, type GeneratedPythonModule, generatePythonModule } from '../codegen/python-module.js';
 import { CodecallError } from '../core/errors.js';
 import { fileSignature, hostCacheDirectory } from '../core/host-cache.js';
+import { nextTurn } from '../core/waiting.js';
 import type { ResolvedDatabase } from '../databases/database-config.js';
 import type { McpServerConfig } from '../mcp-client/server-config.js';
 import { resolvePythonInterpreter } from '../sandbox/interpreter.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
 import { basename, extname, join } from 'node:path';
 import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/sdk/types.js';
+import { filePromises } from '../core/file-promises.js';
 import { extensionOfMimeType } from '../core/media-types.js';
 
 /** Where and for whom an upstream result's files are saved. */
@@ -177,7 +177,7 @@ class SavedFiles {
   }
 
   async #write(block: SavableBlock): Promise<SavedContentFile> {
-    this.#directoryReady ??= mkdir(this.#context.artifactsDir, { recursive: true, mode: 0o700 });
+    this.#directoryReady ??= filePromises().mkdir(this.#context.artifactsDir, { recursive: true, mode: 0o700 });
     await this.#directoryReady;
     if (block.type === 'resource') {
       const resource = block.resource;
@@ -196,7 +196,7 @@ class SavedFiles {
     const { server, tool, artifactsDir } = this.#context;
     const name = `${fileNamePart(server)}-${fileNamePart(tool)}-${randomUUID().slice(0, 8)}${extension}`;
     const path = join(artifactsDir, name);
-    await writeFile(path, bytes, { flag: 'wx' });
+    await filePromises().writeFile(path, bytes, { flag: 'wx' });
     return path;
   }
 }

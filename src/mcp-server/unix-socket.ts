@@ -1,7 +1,8 @@
-import { lstat, realpath, unlink } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
 import { connect, type Server } from 'node:net';
 import { basename, dirname, join, resolve } from 'node:path';
 import { CodecallError } from '../core/errors.js';
+import { filePromises } from '../core/file-promises.js';
 
 /** Permission bits of the socket file: only its owner (and root) may connect. */
 export const UNIX_SOCKET_MODE = 0o600;
@@ -31,7 +32,7 @@ export async function listenOnUnixSocket(server: Server, path: string): Promise<
   const requested = resolve(path);
   let folder: string;
   try {
-    folder = await realpath(dirname(requested));
+    folder = await filePromises().realpath(dirname(requested));
   } catch (error) {
     throw socketError(requested, `its folder cannot be used (${(error as NodeJS.ErrnoException).code})`);
   }
@@ -61,7 +62,7 @@ function socketError(path: string, reason: string): CodecallError {
 async function checkFolders(socketPath: string, folder: string): Promise<void> {
   const uid = process.getuid?.();
   for (let current = folder; ; current = dirname(current)) {
-    const stats = await lstat(current);
+    const stats = await filePromises().lstat(current);
     if (stats.uid !== 0 && stats.uid !== uid) {
       throw socketError(socketPath, `the folder ${current} belongs to another user (uid ${stats.uid})`);
     }
@@ -76,9 +77,9 @@ async function checkFolders(socketPath: string, folder: string): Promise<void> {
 }
 
 async function removeDeadSocket(socketPath: string): Promise<void> {
-  let stats: Awaited<ReturnType<typeof lstat>>;
+  let stats: Stats;
   try {
-    stats = await lstat(socketPath);
+    stats = await filePromises().lstat(socketPath);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
     throw socketError(socketPath, `it cannot be inspected (${(error as NodeJS.ErrnoException).code})`);
@@ -92,7 +93,7 @@ async function removeDeadSocket(socketPath: string): Promise<void> {
   if (await acceptsConnections(socketPath)) {
     throw socketError(socketPath, 'another server is listening on it');
   }
-  await unlink(socketPath);
+  await filePromises().unlink(socketPath);
 }
 
 function acceptsConnections(socketPath: string): Promise<boolean> {
@@ -129,7 +130,7 @@ async function bind(server: Server, socketPath: string): Promise<void> {
 }
 
 async function checkBoundSocket(socketPath: string): Promise<void> {
-  const stats = await lstat(socketPath);
+  const stats = await filePromises().lstat(socketPath);
   if (!stats.isSocket() || stats.uid !== process.getuid?.() || (stats.mode & 0o077) !== 0) {
     throw socketError(
       socketPath,

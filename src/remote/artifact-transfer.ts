@@ -1,6 +1,6 @@
-import { mkdir, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { errorMessage } from '../core/errors.js';
+import { filePromises } from '../core/file-promises.js';
 import type { ExecuteResult, StdoutTruncation } from '../core/result.js';
 import { readRegularFile } from '../engine/result/artifact-files.js';
 import { ArtifactSink } from '../engine/result/artifact-sink.js';
@@ -88,7 +88,9 @@ export async function packRunFiles(result: ExecuteResult, worker: string): Promi
   if (truncation !== undefined && workerPath !== undefined) {
     const data = await readRegularFile(workerPath, room);
     // Unlinking removes a link the script put in its place, never what the link names.
-    await unlink(workerPath).catch(() => {});
+    await filePromises()
+      .unlink(workerPath)
+      .catch(() => {});
     if (typeof data === 'string') {
       // The reader's refusal of a file over the cap: here the cap is the bound.
       const why = data.startsWith('larger than')
@@ -129,7 +131,9 @@ async function packArtifacts(
       sent.push({ name: basename(artifact.path), mimeType: artifact.mimeType, data: data.toString('base64') });
     }
     // Unlinking removes a link the script put in its place, never what the link names.
-    await unlink(artifact.path).catch(() => {});
+    await filePromises()
+      .unlink(artifact.path)
+      .catch(() => {});
   }
   const notes = result.artifactsNote === undefined ? [] : [result.artifactsNote];
   if (overBound > 0) {
@@ -197,9 +201,9 @@ async function unpackFullOutput(result: ExecuteResult, sent: unknown, path: stri
     return withoutFullOutput(result, workerPath, 'was not kept: the worker sent it malformed');
   }
   try {
-    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    await filePromises().mkdir(dirname(path), { recursive: true, mode: 0o700 });
     // `wx`: a file or link already at the path is never written through.
-    await writeFile(path, Buffer.from(data, 'base64'), { flag: 'wx', mode: 0o600 });
+    await filePromises().writeFile(path, Buffer.from(data, 'base64'), { flag: 'wx', mode: 0o600 });
   } catch (error) {
     return withoutFullOutput(
       result,

@@ -1,6 +1,7 @@
-import { closeSync, openSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Duplex } from 'node:stream';
+import { canonicalPath } from '../core/canonical-path.js';
 import { CodecallError } from '../core/errors.js';
 import { BootVariable, FIRST_INHERITED_FILE_DESCRIPTOR } from '../core/launch-layout.js';
 import { isInside } from '../core/paths.js';
@@ -22,6 +23,7 @@ import { configuredRunUidRange, handRunTo, type RunUidLease, type RunUidOptions,
 import type { LaunchPlan, LaunchRequest, PreparedLaunch, RunContainment, RunsAhead, SandboxRunner } from './runner.js';
 import { chooseSandboxFilesDirectory, writeContentAddressedFile } from './sandbox-files.js';
 import { openSeccompProgram } from './seccomp.js';
+import { sweepLeftoverStagesOnce } from './stage-leftovers.js';
 import {
   directoryIdentity,
   findNsenter,
@@ -191,7 +193,7 @@ export class BubblewrapRunner implements SandboxRunner {
         request,
         environment,
         otherDestinations: mounts.filter((mount) => mount.kind !== 'run').map((mount) => mount.destination),
-        scriptSource: request.scriptFile === undefined ? undefined : sourceOf(realpathSync(request.scriptFile)),
+        scriptSource: request.scriptFile === undefined ? undefined : sourceOf(canonicalPath(request.scriptFile)),
       });
       const bubblewrapArguments = [
         ...this.fixedArgumentsFor(request.network),
@@ -266,6 +268,8 @@ export class BubblewrapRunner implements SandboxRunner {
           lease,
           warmUp,
           releaseStaging,
+          // Leftovers of killed processes beside the stages go once the launch is on its way, not before it.
+          afterSpawned: staging === undefined ? undefined : () => void sweepLeftoverStagesOnce(this.filesDirectory),
           mode:
             cgroups === undefined ? 'none' : selfJoinFiles !== undefined ? 'self-join' : holdSandbox ? 'held' : 'gated',
         }),
@@ -364,7 +368,7 @@ export class BubblewrapRunner implements SandboxRunner {
   private realPath(path: string): string {
     let real = this.realPaths.get(path);
     if (real === undefined) {
-      real = realpathSync(path);
+      real = canonicalPath(path);
       this.realPaths.set(path, real);
     }
     return real;
@@ -379,7 +383,7 @@ export class BubblewrapRunner implements SandboxRunner {
       [...interpreterRoots(request.interpreter), ...request.readOnlyPaths],
       request.workDir,
     );
-    mounts.push({ source: realpathSync(request.workDir), destination: request.workDir, writable: true, kind: 'run' });
+    mounts.push({ source: canonicalPath(request.workDir), destination: request.workDir, writable: true, kind: 'run' });
     const workspace = workspaceMount(request);
     if (workspace !== undefined) mounts.push(workspace);
     // Parents before what lies inside them, or a later bind would hide an earlier one.
@@ -522,7 +526,7 @@ function workspaceMount(request: LaunchRequest): Mount | undefined {
     );
   }
   return {
-    source: realpathSync(view.source),
+    source: canonicalPath(view.source),
     destination: view.destination,
     writable: view.writable,
     kind: view.copied ? 'workspace-copy' : 'workspace',
@@ -628,6 +632,7 @@ class BubblewrapContainment implements RunContainment {
   private readonly warmUp: Promise<void> | undefined;
   private readonly mode: ContainmentMode;
   private releaseStaging: (() => void) | undefined;
+  private readonly afterSpawned: (() => void) | undefined;
   private seccompDescriptor: number | undefined;
   private sandboxPid: number | undefined;
   private controlChannel: Duplex | undefined;
@@ -640,6 +645,8 @@ class BubblewrapContainment implements RunContainment {
     readonly warmUp: Promise<void> | undefined;
     /** An inline staging's: its launch no longer reads the mount table. */
     readonly releaseStaging: (() => void) | undefined;
+    /** Background work started once the launch is spawned. */
+    readonly afterSpawned?: (() => void) | undefined;
     readonly mode: ContainmentMode;
   }) {
     this.cgroups = options.cgroups;
@@ -649,6 +656,7 @@ class BubblewrapContainment implements RunContainment {
     this.warmUp = options.warmUp;
     this.mode = options.mode;
     this.releaseStaging = options.releaseStaging;
+    this.afterSpawned = options.afterSpawned;
   }
 
   private closeDescriptors(): void {
@@ -659,6 +667,7 @@ class BubblewrapContainment implements RunContainment {
   async afterSpawn(pid: number, controlChannel?: Duplex): Promise<void> {
     // The child has its own copy now.
     this.closeDescriptors();
+    this.afterSpawned?.();
     if (this.cgroups === undefined) return;
     if (this.mode === 'self-join') {
       this.cgroups.startWatchdog();

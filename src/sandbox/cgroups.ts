@@ -9,13 +9,13 @@ import {
   rmdirSync,
   writeFileSync,
 } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
 import { release } from 'node:os';
 import { join, posix } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { filePromises } from '../core/file-promises.js';
 import { readHostCache, writeHostCache } from '../core/host-cache.js';
 import type { LimitReason } from '../core/isolation.js';
 import { isProcessAlive, signalProcess } from '../core/processes.js';
+import { sleep } from '../core/waiting.js';
 
 /**
  * Per-run control groups: one cgroup per run (per controller on cgroup v1) caps the whole process tree of the run —
@@ -666,7 +666,7 @@ export async function warmUpCgroupMigration(): Promise<void> {
   const own = parents.version === 1 ? parents.parents[0]?.ownDirectory : parents.ownDirectory;
   if (own === undefined) return;
   try {
-    await writeFile(join(own, 'cgroup.procs'), String(process.pid));
+    await filePromises().writeFile(join(own, 'cgroup.procs'), String(process.pid));
   } catch {
     // Only an optimisation.
   }

@@ -1,5 +1,5 @@
-import { realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { canonicalPath } from '../core/canonical-path.js';
 import { BootVariable } from '../core/launch-layout.js';
 import { isInside } from '../core/paths.js';
 import { forgetRunUid, holdRunUid, killRunUidProcesses, releaseRunUid } from './host-watchdog.js';
@@ -61,7 +61,7 @@ export function createPlainRunner(options: PlainRunnerOptions = {}): SandboxRunn
   const realPath = (path: string): string => {
     let real = realPaths.get(path);
     if (real === undefined) {
-      real = realpathSync(path);
+      real = canonicalPath(path);
       realPaths.set(path, real);
     }
     return real;

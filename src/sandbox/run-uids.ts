@@ -249,7 +249,7 @@ export class RunUidAllocator {
         if (await this.takeOverStale(uid)) return this.lease(uid);
       }
     } finally {
-      rmSync(claim, { recursive: true, force: true });
+      removeClaim(claim, this.owner);
     }
     throw new CodecallError(
       'SANDBOX_UNAVAILABLE',
@@ -340,6 +340,20 @@ export class RunUidAllocator {
         return released;
       },
     };
+  }
+}
+
+/**
+ * Removes a claim folder not renamed into a lock: its one file, then itself; nothing when it became the lock. Not
+ * `rmSync`'s recursive walk, whose module a launch would otherwise load for a folder of one file.
+ */
+function removeClaim(claim: string, owner: string): void {
+  for (const remove of [() => unlinkSync(join(claim, owner)), () => rmdirSync(claim)]) {
+    try {
+      remove();
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
   }
 }
 

@@ -1,8 +1,9 @@
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CodecallError } from '../core/errors.js';
 import { fingerprint } from '../core/fingerprint.js';
 import { sha256Hex } from '../core/node-crypto.js';
+import { readExactly } from '../core/owned-file.js';
 import { randomHex } from '../core/random-bytes.js';
 import { defaultStateRoot, makeOwnedDirectory, stateFolderName } from '../core/state-folders.js';
 
@@ -86,4 +87,43 @@ export function writeContentAddressedFile(directory: string, name: string, conte
   const hashed = join(directory, `${name}-${sha256Hex([bytes]).slice(0, HASHED_NAME_LENGTH)}`);
   if (readIfPresent(hashed) === undefined) writeAtomically(hashed, bytes);
   return hashed;
+}
+
+/**
+ * A descriptor of a file in `directory` that holds `content`, at its start, and the file's path: the file
+ * {@link writeContentAddressedFile} names for it when one is there, checked through the descriptor returned (a regular
+ * file of that content, read at positions, which leaves the descriptor's offset at the start for its reader), so the
+ * bytes checked are the bytes read; the file that function writes or finds otherwise. One open where a found file was
+ * opened twice (once to check it, once for its reader).
+ */
+export function openContentAddressedFile(
+  directory: string,
+  name: string,
+  content: string | Buffer,
+): { readonly descriptor: number; readonly path: string } {
+  const bytes = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
+  const path = join(directory, `${name}-${fingerprint([bytes])}`);
+  const descriptor = openHolding(path, bytes);
+  if (descriptor !== undefined) return { descriptor, path };
+  const written = writeContentAddressedFile(directory, name, bytes);
+  return { descriptor: openSync(written, 'r'), path: written };
+}
+
+/** A descriptor of the regular file at `path` (not a link), when it holds exactly `bytes`; undefined otherwise. */
+function openHolding(path: string, bytes: Buffer): number | undefined {
+  let descriptor: number | undefined;
+  try {
+    descriptor = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    const stats = fstatSync(descriptor);
+    if (!stats.isFile() || stats.size !== bytes.length || !readExactly(descriptor, bytes.length)?.equals(bytes)) {
+      return undefined;
+    }
+    const holding = descriptor;
+    descriptor = undefined;
+    return holding;
+  } catch {
+    return undefined;
+  } finally {
+    if (descriptor !== undefined) closeSync(descriptor);
+  }
 }

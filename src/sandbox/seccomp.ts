@@ -1,6 +1,6 @@
 import { openSync } from 'node:fs';
 import { endianness } from 'node:os';
-import { writeContentAddressedFile } from './sandbox-files.js';
+import { openContentAddressedFile } from './sandbox-files.js';
 
 /**
  * The seccomp filter of the bubblewrap sandbox, written as a classic BPF program in TypeScript (no binary in the
@@ -388,7 +388,11 @@ export function openSeccompProgram(directory: string): number | undefined {
       programFiles.delete(key);
     }
   }
-  const path = writeContentAddressedFile(directory, `seccomp-${architecture}`, buildSeccompProgram(architecture));
+  const { descriptor, path } = openContentAddressedFile(
+    directory,
+    `seccomp-${architecture}`,
+    buildSeccompProgram(architecture),
+  );
   programFiles.set(key, path);
-  return openSync(path, 'r');
+  return descriptor;
 }

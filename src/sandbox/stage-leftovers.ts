@@ -1,8 +1,11 @@
 import { lstatSync, readlinkSync } from 'node:fs';
-import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { filePromises } from '../core/file-promises.js';
+import { fingerprint } from '../core/fingerprint.js';
+import { hostCacheDirectory, readHostCache, trimHostCacheEntries, writeHostCache } from '../core/host-cache.js';
 import { isProcessAlive } from '../core/processes.js';
 import { randomHex } from '../core/random-bytes.js';
+import { defaultStateRoot } from '../core/state-folders.js';
 
 /**
  * A stage directory (see staging-namespace.ts) goes when the process that made it exits; a process killed outright
@@ -66,27 +69,33 @@ export function isLeftoverStage(
   return now - modifiedAt() >= UNNAMESPACED_STAGE_MIN_AGE_MS && !isProcessAlive(Number(unnamespaced[1]));
 }
 
-/** Files directories this process has swept: once each is enough, later leftovers are the next process's. */
-const sweptDirectories = new Set<string>();
+/**
+ * Least time between two sweeps of one files directory by the processes sharing a host cache folder: stages are left
+ * only by processes killed outright, so an hour's delay costs a few empty folders, while a sweep in every process
+ * costs a one-shot `codecall run` a few milliseconds (a directory listing and a check of every stage in it).
+ */
+export const LEFTOVER_SWEEP_INTERVAL_MS = 60 * 60 * 1000;
+/** Prefix of the host cache entry that records when a files directory was last swept (one entry per directory). */
+export const LEFTOVER_SWEEP_STAMP = 'stage-sweep';
+/** Stamp entries kept in a host cache folder (files directories swept from it); the least recently written go. */
+export const MAX_SWEEP_STAMPS = 16;
 
 /**
  * Removes the stage directories in `filesDirectory` that processes killed before their exit left behind (see
- * {@link isLeftoverStage}), once per directory per process, one at a time through the thread pool, so a launch need
- * not wait for it. A link is removed as the link it is. Never rejects; resolves how many were removed.
+ * {@link isLeftoverStage}), one at a time through the thread pool. A link is removed as the link it is. Never rejects;
+ * resolves how many were removed.
  */
 export async function sweepLeftoverStages(filesDirectory: string): Promise<number> {
-  if (sweptDirectories.has(filesDirectory)) return 0;
-  sweptDirectories.add(filesDirectory);
   const namespace = ownNamespace();
   let removed = 0;
   try {
     const now = Date.now();
-    for (const name of await readdir(filesDirectory)) {
+    for (const name of await filePromises().readdir(filesDirectory)) {
       if (!name.startsWith(STAGE_PREFIX)) continue;
       const path = join(filesDirectory, name);
       try {
         if (!isLeftoverStage(name, () => lstatSync(path).mtimeMs, now, namespace)) continue;
-        await rm(path, { recursive: true, force: true });
+        await filePromises().rm(path, { recursive: true, force: true });
         removed += 1;
       } catch {
         // Gone meanwhile, or not removable: the next process tries again.
@@ -96,4 +105,59 @@ export async function sweepLeftoverStages(filesDirectory: string): Promise<numbe
     // No such folder (yet): nothing was left in it.
   }
   return removed;
+}
+
+/** Name of the stamp entry of `filesDirectory`: one per directory, the directory itself being the entry's key. */
+function stampName(filesDirectory: string): string {
+  return `${LEFTOVER_SWEEP_STAMP}-${fingerprint([filesDirectory])}`;
+}
+
+/**
+ * Sweeps `filesDirectory` (see {@link sweepLeftoverStages}) unless the stamp in `stampDirectory` (a host cache folder)
+ * says it was swept less than {@link LEFTOVER_SWEEP_INTERVAL_MS} before `now`, and stamps it when it did. A stamp that
+ * is not this user's own, or not for this directory, or from the future (a clock set back) counts as none. Resolves
+ * how many stages were removed, or undefined when the sweep was not due. Without a stamp directory it always sweeps.
+ */
+export async function sweepLeftoverStagesWhenDue(
+  filesDirectory: string,
+  stampDirectory: string | undefined,
+  now: number = Date.now(),
+): Promise<number | undefined> {
+  if (stampDirectory !== undefined) {
+    const sweptAt = readHostCache<unknown>(stampDirectory, stampName(filesDirectory), filesDirectory);
+    if (typeof sweptAt === 'number' && sweptAt <= now && now - sweptAt < LEFTOVER_SWEEP_INTERVAL_MS) return undefined;
+  }
+  const removed = await sweepLeftoverStages(filesDirectory);
+  // Stamped once the sweep is over: a process that ends in the middle of one leaves the next process to finish it.
+  if (stampDirectory !== undefined) {
+    writeHostCache(stampDirectory, stampName(filesDirectory), filesDirectory, now);
+    trimHostCacheEntries(stampDirectory, LEFTOVER_SWEEP_STAMP, MAX_SWEEP_STAMPS);
+  }
+  return removed;
+}
+
+/** Files directories this process has swept, or found swept: once each is enough, later leftovers are another's. */
+const sweptDirectories = new Set<string>();
+
+/** The host cache folder of the default state folder, where sweeps are stamped; undefined when it cannot be used. */
+function defaultStampDirectory(): string | undefined {
+  try {
+    return hostCacheDirectory(defaultStateRoot());
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * {@link sweepLeftoverStagesWhenDue} for `filesDirectory`, stamped in the folder `stampDirectory` gives (the host
+ * cache folder of the default state folder unless given), once per directory per process: resolves undefined at once
+ * on a later call. Started once a launch has been spawned, so that no launch waits for it. Never rejects.
+ */
+export function sweepLeftoverStagesOnce(
+  filesDirectory: string,
+  stampDirectory: () => string | undefined = defaultStampDirectory,
+): Promise<number | undefined> {
+  if (sweptDirectories.has(filesDirectory)) return Promise.resolve(undefined);
+  sweptDirectories.add(filesDirectory);
+  return sweepLeftoverStagesWhenDue(filesDirectory, stampDirectory());
 }

@@ -6,7 +6,7 @@ import { CGROUP_JOIN_AND_EXEC_SCRIPT } from './cgroups.js';
 import { firstExecutable } from './executables.js';
 import { holdMountNamespace } from './mount-namespace-holder.js';
 import { writeMountTable } from './mount-table.js';
-import { stageDirectoryName, sweepLeftoverStages } from './stage-leftovers.js';
+import { stageDirectoryName } from './stage-leftovers.js';
 
 /**
  * bwrap resolves every bind source as the sandbox user, so when the host is root and the sandbox user is 65534, a
@@ -183,8 +183,6 @@ export class StagingPlan {
     this.identities = roots.map((root) => identityOf(root.path));
     const stageDirectory = join(filesDirectory, stageDirectoryName());
     mkdirSync(stageDirectory, { mode: 0o711 });
-    // What killed processes left beside it goes meanwhile, off this launch's path.
-    void sweepLeftoverStages(filesDirectory);
     removeAtExit(stageDirectory);
     this.stageDirectory = stageDirectory;
     this.mountPoints = roots.map((_, index) => join(stageDirectory, String(index)));

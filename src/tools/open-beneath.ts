@@ -1,7 +1,7 @@
 import type { Dirent, Stats } from 'node:fs';
 import { closeSync, constants as fsConstants, openSync, read } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { lstat, mkdir, open, readdir } from 'node:fs/promises';
+import { filePromises } from '../core/file-promises.js';
 
 // Node has no openat(2). A path through /proc/self/fd/N starts at the directory descriptor N already refers to (the
 // kernel jumps to that open directory, it does not look its path up again), so `/proc/self/fd/N/name` is an openat
@@ -60,7 +60,7 @@ export function openDirectoryAt(parentFd: number, name: string): number {
  * The caller checks the type with `handle.stat()` before using it.
  */
 export function openEntryAt(parentFd: number, name: string, flags: number, mode = 0o666): Promise<FileHandle> {
-  return open(entryPath(parentFd, name), flags | FILE_FLAGS, mode);
+  return filePromises().open(entryPath(parentFd, name), flags | FILE_FLAGS, mode);
 }
 
 /**
@@ -86,17 +86,17 @@ export function readDescriptor(fd: number, buffer: Buffer, offset: number, lengt
 
 /** Creates the directory `name` inside `parentFd` (mkdir never follows a link at its last component). */
 export async function makeDirectoryAt(parentFd: number, name: string): Promise<void> {
-  await mkdir(entryPath(parentFd, name), { mode: 0o777 });
+  await filePromises().mkdir(entryPath(parentFd, name), { mode: 0o777 });
 }
 
 /** Entries of the directory open as `directoryFd`, typed as themselves (a link is a link). */
 export function listDirectoryAt(directoryFd: number): Promise<Dirent[]> {
-  return readdir(descriptorPath(directoryFd), { withFileTypes: true });
+  return filePromises().readdir(descriptorPath(directoryFd), { withFileTypes: true });
 }
 
 /** lstat of `name` inside `parentFd`: a link is described, not followed. */
 export function statEntryAt(parentFd: number, name: string): Promise<Stats> {
-  return lstat(entryPath(parentFd, name));
+  return filePromises().lstat(entryPath(parentFd, name));
 }
 
 /** True when directories can be reached through /proc/self/fd (Linux with /proc mounted). */

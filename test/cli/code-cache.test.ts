@@ -142,11 +142,29 @@ describe('the key of a bundle', () => {
   it('is the hash of the text for a bundle just written, read with the text in one go', () => {
     const justWritten = join(temporary, 'bundle.cjs');
     writeFileSync(justWritten, 'module.exports = 1;\n');
-    expect(readBundle(justWritten)).toEqual({
+    expect(readBundle(justWritten)).toMatchObject({
       source: 'module.exports = 1;\n',
       key: codeCacheKey('module.exports = 1;\n'),
     });
     expect(readBundle(join(temporary, 'missing.cjs'))).toBeUndefined();
+  });
+
+  it('gives the memory it read the bundle into, with room for a cache, and the cache is read into it', () => {
+    const justWritten = join(temporary, 'bundle.cjs');
+    writeFileSync(justWritten, 'module.exports = 1;\n'.repeat(1000));
+    const read = readBundle(justWritten);
+    if (read === undefined) throw new Error('no bundle read');
+    expect(read.spare.length).toBeGreaterThanOrEqual(2 * read.source.length);
+    const key = codeCacheKey(read.source);
+    const compiled = Buffer.alloc(read.source.length + 100, 7);
+    writeCodeCache(key, compiled, justWritten);
+    const cached = readCodeCache(key, justWritten, read.spare);
+    expect(cached?.equals(compiled)).toBe(true);
+    expect(cached?.buffer).toBe(read.spare.buffer);
+    // A cache larger than the memory given is read into a buffer of its own.
+    const small = Buffer.alloc(16);
+    expect(readCodeCache(key, justWritten, small)?.equals(compiled)).toBe(true);
+    expect(small.equals(Buffer.alloc(16))).toBe(true);
   });
 });
 

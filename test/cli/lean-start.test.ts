@@ -23,25 +23,48 @@ chmodSync(temporary, 0o711);
 afterAll(() => rmSync(temporary, { recursive: true, force: true }));
 
 const hook = join(temporary, 'loaded-modules.cjs');
+// The list as the process exits, and as it was when the process first spawned a child (the run's launch).
 writeFileSync(
   hook,
-  `process.on('exit', () => require('node:fs').writeFileSync(process.env.LOADED_MODULES_FILE, process.moduleLoadList.join('\\n')));\n`,
+  [
+    "const child = require('node:child_process');",
+    'const spawn = child.ChildProcess.prototype.spawn;',
+    'let atLaunch;',
+    'child.ChildProcess.prototype.spawn = function (...args) {',
+    "  atLaunch ??= process.moduleLoadList.join('\\n');",
+    '  return spawn.apply(this, args);',
+    '};',
+    "process.on('exit', () => {",
+    "  const { writeFileSync } = require('node:fs');",
+    "  writeFileSync(process.env.LOADED_MODULES_FILE, process.moduleLoadList.join('\\n'));",
+    "  writeFileSync(process.env.LOADED_MODULES_FILE + '.launch', atLaunch ?? '');",
+    '});',
+    '',
+  ].join('\n'),
 );
 const script = join(temporary, 'print.py');
 writeFileSync(script, 'print(1)\n');
 
-/** Runs `codecall run` on the script; its output, and the built-in modules its process loaded. */
-async function run(sandbox: string, round: number) {
-  const listFile = join(temporary, `loaded-${sandbox}-${round}.txt`);
+/**
+ * Runs `codecall run` on the script, its standard input an empty pipe, or /dev/null for `input: null`; its output, and
+ * the built-in modules its process loaded.
+ */
+async function run(name: string, round: number, sandbox = name, input: '' | null = '') {
+  const listFile = join(temporary, `loaded-${name}-${round}.txt`);
   const completed = await runToCompletion(
     process.execPath,
     ['-r', hook, command, 'run', '--sandbox', sandbox, script],
     {
       cwd: temporary,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary, LOADED_MODULES_FILE: listFile },
+      input,
     },
   );
-  return { completed, loaded: readFileSync(listFile, 'utf8').split('\n') };
+  return {
+    completed,
+    loaded: readFileSync(listFile, 'utf8').split('\n'),
+    loadedAtLaunch: readFileSync(`${listFile}.launch`, 'utf8').split('\n'),
+  };
 }
 
 describe('codecall run', () => {
@@ -62,4 +85,36 @@ describe('codecall run', () => {
     },
     60_000,
   );
+
+  // The sandboxed run (the default) launches first thing once its caches are filled: its first child is its launch.
+  it('loads before its launch no module only the rest of the run needs (--sandbox auto)', async () => {
+    const bundleAge = BigInt(Date.now()) * 1_000_000n - statSync(bundle, { bigint: true }).ctimeNs;
+    if (bundleAge < SETTLED_FILE_AGE_NS) await sleep(Number((SETTLED_FILE_AGE_NS - bundleAge) / 1_000_000n) + 100);
+    for (const round of [1, 2]) {
+      const { completed, loaded, loadedAtLaunch } = await run('auto-launch', round, 'auto');
+      expect(completed).toMatchObject({ status: 0, stdout: '1\n' });
+      expect(loadedAtLaunch).toContain('NativeModule child_process');
+      // perf_hooks (the run's clock) and the recursive removal (the run directory's) are loaded, after the launch.
+      for (const later of ['NativeModule perf_hooks', 'NativeModule internal/fs/rimraf']) {
+        expect(loaded).toContain(later);
+        expect(loadedAtLaunch).not.toContain(later);
+      }
+      // Nor the promise file API (with its directory, watcher and readline modules) nor the promise timers: no module
+      // loads them as it loads, and a run that waits waits without them.
+      expect(loadedAtLaunch.filter((name) => /\bfs\/(promises|dir|watchers)\b/.test(name))).toEqual([]);
+      expect(loaded).not.toContain('NativeModule timers/promises');
+    }
+  }, 60_000);
+
+  // Node makes a standard input of /dev/null (or of a file) a file stream, whose module loads the promise file API.
+  it('makes no stream of its standard input before its launch when it does not read it (--sandbox auto)', async () => {
+    const bundleAge = BigInt(Date.now()) * 1_000_000n - statSync(bundle, { bigint: true }).ctimeNs;
+    if (bundleAge < SETTLED_FILE_AGE_NS) await sleep(Number((SETTLED_FILE_AGE_NS - bundleAge) / 1_000_000n) + 100);
+    for (const round of [1, 2]) {
+      const { completed, loadedAtLaunch } = await run('auto-null-input', round, 'auto', null);
+      expect(completed).toMatchObject({ status: 0, stdout: '1\n' });
+      expect(loadedAtLaunch).toContain('NativeModule child_process');
+      expect(loadedAtLaunch.filter((name) => /\bfs\/(streams|promises)\b/.test(name))).toEqual([]);
+    }
+  }, 60_000);
 });

@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import {
+  chownSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -12,12 +13,18 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { hostCacheDirectory, writeHostCache } from '../../src/core/host-cache.js';
 import {
   isLeftoverStage,
+  LEFTOVER_SWEEP_INTERVAL_MS,
+  LEFTOVER_SWEEP_STAMP,
+  MAX_SWEEP_STAMPS,
   pidNamespaceOf,
   STAGE_PREFIX,
   stageDirectoryName,
   sweepLeftoverStages,
+  sweepLeftoverStagesOnce,
+  sweepLeftoverStagesWhenDue,
   UNNAMESPACED_STAGE_MIN_AGE_MS,
 } from '../../src/sandbox/stage-leftovers.js';
 
@@ -81,10 +88,78 @@ describe('stage leftovers', () => {
 
   it('sweeps a folder once per process', async () => {
     const directory = mkdtempSync(join(parent, 'files-'));
-    expect(await sweepLeftoverStages(directory)).toBe(0);
+    const stamps = () => undefined;
+    expect(await sweepLeftoverStagesOnce(directory, stamps)).toBe(0);
     const leftover = makeStage(directory, `stage-${deadPid()}-${namespace}-0a1b2c3d`);
-    expect(await sweepLeftoverStages(directory)).toBe(0);
+    expect(await sweepLeftoverStagesOnce(directory, stamps)).toBeUndefined();
     expect(existsSync(leftover)).toBe(true);
+  });
+
+  it('sweeps a folder at most once an interval across processes sharing a host cache folder', async () => {
+    const directory = mkdtempSync(join(parent, 'files-'));
+    const cache = hostCacheDirectory(mkdtempSync(join(parent, 'state-'))) as string;
+    const started = Date.now();
+    expect(await sweepLeftoverStagesWhenDue(directory, cache, started)).toBe(0);
+    // Another process within the interval: the stamp says the folder was swept.
+    const leftover = makeStage(directory, `stage-${deadPid()}-${namespace}-0a1b2c3d`);
+    expect(
+      await sweepLeftoverStagesWhenDue(directory, cache, started + LEFTOVER_SWEEP_INTERVAL_MS - 1),
+    ).toBeUndefined();
+    expect(existsSync(leftover)).toBe(true);
+    // Another folder has a stamp of its own.
+    expect(await sweepLeftoverStagesWhenDue(mkdtempSync(join(parent, 'files-')), cache, started + 1)).toBe(0);
+    // Once the interval is over, the next process sweeps, and stamps again.
+    expect(await sweepLeftoverStagesWhenDue(directory, cache, started + LEFTOVER_SWEEP_INTERVAL_MS)).toBe(1);
+    expect(existsSync(leftover)).toBe(false);
+    const again = makeStage(directory, `stage-${deadPid()}-${namespace}-0a1b2c3d`);
+    expect(
+      await sweepLeftoverStagesWhenDue(directory, cache, started + LEFTOVER_SWEEP_INTERVAL_MS + 1),
+    ).toBeUndefined();
+    expect(existsSync(again)).toBe(true);
+    // Without a host cache folder, every call sweeps.
+    expect(await sweepLeftoverStagesWhenDue(directory, undefined, started)).toBe(1);
+  });
+
+  it("ignores a stamp that is another user's, invalid, for another folder or from the future", async () => {
+    const directory = mkdtempSync(join(parent, 'files-'));
+    const cache = hostCacheDirectory(mkdtempSync(join(parent, 'state-'))) as string;
+    const now = Date.now();
+    expect(await sweepLeftoverStagesWhenDue(directory, cache, now)).toBe(0);
+    const [stamp] = readdirSync(cache).filter((name) => name.startsWith(LEFTOVER_SWEEP_STAMP));
+    if (stamp === undefined) throw new Error('no stamp written');
+    const stampPath = join(cache, stamp);
+    const entry = stamp.slice(0, -'.json'.length);
+    const sweptWith = async (change: () => void): Promise<boolean> => {
+      const leftover = makeStage(directory, `stage-${deadPid()}-${namespace}-0a1b2c3d`);
+      change();
+      await sweepLeftoverStagesWhenDue(directory, cache, now + 1);
+      const swept = !existsSync(leftover);
+      rmSync(leftover, { recursive: true, force: true });
+      // A fresh, valid stamp for the next case.
+      rmSync(stampPath, { force: true });
+      writeHostCache(cache, entry, directory, now);
+      return swept;
+    };
+    expect(await sweptWith(() => {})).toBe(false);
+    expect(await sweptWith(() => chownSync(stampPath, 12_345, 12_345))).toBe(true);
+    expect(await sweptWith(() => writeFileSync(stampPath, 'not json'))).toBe(true);
+    expect(await sweptWith(() => writeHostCache(cache, entry, directory, 'yesterday'))).toBe(true);
+    expect(await sweptWith(() => writeHostCache(cache, entry, directory, now + LEFTOVER_SWEEP_INTERVAL_MS))).toBe(true);
+    expect(
+      await sweptWith(() => {
+        rmSync(stampPath);
+        writeHostCache(cache, entry, join(directory, 'other'), now);
+      }),
+    ).toBe(true);
+  });
+
+  it('keeps the stamps of the folders swept last only', async () => {
+    const cache = hostCacheDirectory(mkdtempSync(join(parent, 'state-'))) as string;
+    const now = Date.now();
+    for (let folder = 0; folder < MAX_SWEEP_STAMPS + 3; folder += 1) {
+      await sweepLeftoverStagesWhenDue(mkdtempSync(join(parent, 'files-')), cache, now);
+    }
+    expect(readdirSync(cache).filter((name) => name.startsWith(LEFTOVER_SWEEP_STAMP))).toHaveLength(MAX_SWEEP_STAMPS);
   });
 
   it('removes a link named like a leftover stage without following it', async () => {

@@ -7,14 +7,18 @@ export interface Completed {
   readonly stderr: string;
 }
 
-/** Runs a command to its end with `input` on stdin, collecting its output. */
+/** Runs a command to its end with `input` on stdin (/dev/null for null), collecting its output. */
 export function runToCompletion(
   command: string,
   args: readonly string[],
-  options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv; readonly input?: string },
+  options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv; readonly input?: string | null },
 ): Promise<Completed> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const { cwd, env } = options;
+    const child =
+      options.input === null
+        ? spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
+        : spawn(command, args, { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => {
@@ -25,6 +29,6 @@ export function runToCompletion(
     });
     child.on('error', reject);
     child.on('close', (status) => resolve({ status, stdout, stderr }));
-    child.stdin.end(options.input ?? '');
+    child.stdin?.end(options.input ?? '');
   });
 }

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { mkdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join, normalize, relative } from 'node:path';
+import { filePromises } from '../../core/file-promises.js';
 import { fingerprint } from '../../core/fingerprint.js';
 import { fileSignature } from '../../core/host-cache.js';
 import { sha256Hex } from '../../core/node-crypto.js';
@@ -24,10 +24,12 @@ const COMPILE_TIMEOUT_MS = 60_000;
 const COMPILE_SCRIPT = 'import compileall, sys; sys.exit(0 if compileall.compile_dir(sys.argv[1], quiet=2) else 1)';
 
 function exists(path: string): Promise<boolean> {
-  return stat(path).then(
-    () => true,
-    () => false,
-  );
+  return filePromises()
+    .stat(path)
+    .then(
+      () => true,
+      () => false,
+    );
 }
 
 function compile(executable: string, folder: string): Promise<void> {
@@ -95,9 +97,9 @@ async function writeFolder(
   const temporary = join(modulesRoot, `.tmp-${randomHex(6)}`);
   try {
     await fill(temporary);
-    await rename(temporary, target);
+    await filePromises().rename(temporary, target);
   } catch (error) {
-    await rm(temporary, { recursive: true, force: true });
+    await filePromises().rm(temporary, { recursive: true, force: true });
     if (!(await exists(target))) throw error;
   }
 }
@@ -165,8 +167,8 @@ async function placeModule(
     async (temporary) => {
       for (const [path, bytes] of encoded) {
         const target = join(temporary, path);
-        await mkdir(dirname(target), { recursive: true, mode: 0o755 });
-        await writeFile(target, bytes, { mode: 0o644 });
+        await filePromises().mkdir(dirname(target), { recursive: true, mode: 0o755 });
+        await filePromises().writeFile(target, bytes, { mode: 0o644 });
       }
       await compile(python, temporary);
     },
@@ -234,8 +236,9 @@ export async function materializeInterpreterCommands(modulesRoot: string, execut
     () => `${INTERPRETER_COMMANDS_PREFIX}${sha256Hex([executable]).slice(0, HASHED_NAME_LENGTH)}`,
     () => folderState(named, () => holdsInterpreterCommands(named, executable)),
     async (temporary) => {
-      await mkdir(temporary, { mode: 0o755 });
-      for (const command of INTERPRETER_COMMAND_NAMES) await symlink(executable, join(temporary, command));
+      await filePromises().mkdir(temporary, { mode: 0o755 });
+      for (const command of INTERPRETER_COMMAND_NAMES)
+        await filePromises().symlink(executable, join(temporary, command));
     },
   );
 }

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { filePromises } from '../../core/file-promises.js';
 import { randomHex } from '../../core/random-bytes.js';
 
 /** File name of the script inside its run directory (what tracebacks show). */
@@ -66,7 +66,7 @@ const SYNC_REMOVAL_MAX_DEPTH = 8;
 export async function removeRunDirectory(root: string): Promise<void> {
   if (removeSmallTree(root)) return;
   try {
-    await rm(root, { recursive: true, force: true, maxRetries: 2 });
+    await filePromises().rm(root, { recursive: true, force: true, maxRetries: 2 });
     return;
   } catch {
     // Fall through to rm(1).

@@ -1,5 +1,6 @@
 import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { filePromises } from '../../core/file-promises.js';
 
 /** Image types every supported model provider and MCP client accepts. */
 export type ImageMediaType = 'image/png' | 'image/jpeg' | 'image/gif' | 'image/webp';
@@ -18,9 +19,12 @@ export const IMAGE_MEDIA_TYPES: ReadonlySet<string> = new Set<ImageMediaType>([
  * device in its place must not hang the host), and only a regular file within the cap, unchanged while read, counts.
  */
 export async function readRegularFile(path: string, maxBytes: number): Promise<Buffer | string> {
-  let handle: Awaited<ReturnType<typeof open>>;
+  let handle: FileHandle;
   try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY);
+    handle = await filePromises().open(
+      path,
+      constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY,
+    );
   } catch {
     return 'no longer available';
   }

@@ -1,6 +1,7 @@
 import { constants, readdirSync } from 'node:fs';
-import { type FileHandle, lstat, mkdir, open, unlink } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import { filePromises } from '../../core/file-promises.js';
 import { mimeTypeOf } from '../../core/media-types.js';
 import type { Artifact } from '../../core/result.js';
 import { MAX_ARTIFACT_BYTES, MAX_ARTIFACTS } from './artifacts.js';
@@ -160,7 +161,7 @@ export class ArtifactSink {
         await handle.close();
         if (opened.failed) {
           this.#incomplete++;
-          await unlink(opened.path);
+          await filePromises().unlink(opened.path);
           return;
         }
         this.#kept.push({ path: opened.path, mimeType: opened.mimeType, bytes: opened.bytes });
@@ -222,7 +223,9 @@ export class ArtifactSink {
     for (const name of names.sort()) {
       const path = join(this.#folder, name);
       if (known.has(path) || this.#kept.length >= this.#maxArtifacts) continue;
-      const stats = await lstat(path).catch(() => undefined);
+      const stats = await filePromises()
+        .lstat(path)
+        .catch(() => undefined);
       if (stats === undefined || !stats.isFile()) continue;
       this.#kept.push({ path, mimeType: mimeTypeOf(name), bytes: stats.size });
     }
@@ -242,16 +245,20 @@ export class ArtifactSink {
     const name = uniqueName(checked, this.#used);
     this.#used.add(name);
     const path = join(this.#folder, name);
-    this.#folderReady ??= mkdir(this.#folder, { recursive: true, mode: 0o700 }).then(
-      () => true,
-      () => false,
-    );
+    this.#folderReady ??= filePromises()
+      .mkdir(this.#folder, { recursive: true, mode: 0o700 })
+      .then(
+        () => true,
+        () => false,
+      );
     const folderReady = this.#folderReady;
     const handle = (async () => {
       if (!(await folderReady)) return undefined;
       // Created here, never an existing file and never through a link.
       const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-      return open(path, flags, 0o600).catch(() => undefined);
+      return filePromises()
+        .open(path, flags, 0o600)
+        .catch(() => undefined);
     })();
     const artifact: OpenArtifact = {
       path,
@@ -271,7 +278,7 @@ export class ArtifactSink {
       const handle = await artifact.handle;
       if (handle === undefined) return;
       await handle.close();
-      await unlink(artifact.path);
+      await filePromises().unlink(artifact.path);
     });
   }
 

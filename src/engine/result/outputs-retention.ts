@@ -1,10 +1,10 @@
 import { lstatSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { CodecallError } from '../../core/errors.js';
 import { readHostCache, writeHostCache } from '../../core/host-cache.js';
 import { checkKnownKeys, knownKeys } from '../../core/option-checks.js';
 import type { ExecuteResult } from '../../core/result.js';
+import { nextTurn } from '../../core/waiting.js';
 
 /**
  * What finished runs leave in the state folder's `outputs/` (full stdout files, artifacts) is kept within bounds:
