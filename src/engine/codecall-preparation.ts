@@ -265,24 +265,23 @@ export class CodecallPreparation {
     const { moduleName } = this.#options;
     const tools = this.#staticTools.map((tool) => tool.descriptor);
     const cacheDirectory = this.#cacheDirectory();
-    const input =
+    const record =
       cacheDirectory === undefined
         ? undefined
-        : JSON.stringify({ code: generatorCode(), modulesRoot, python, moduleName, tools, modules });
-    const placed =
-      cacheDirectory !== undefined && input !== undefined
-        ? findPlacedModule(cacheDirectory, modulesRoot, input)
-        : undefined;
+        : {
+            directory: cacheDirectory,
+            input: JSON.stringify({ code: generatorCode(), modulesRoot, python, moduleName, tools, modules }),
+          };
+    const placed = record === undefined ? undefined : findPlacedModule(record.directory, modulesRoot, record.input);
     if (placed !== undefined) return { generated: placed.generated, folder: Promise.resolve(placed.folder) };
-    if (modules.length === 0) this.#staticModule ??= generatePythonModule({ moduleName, tools, modules: [] });
-    const generated =
-      modules.length === 0 && this.#staticModule !== undefined
-        ? this.#staticModule
-        : generatePythonModule({ moduleName, tools, modules: [...modules] });
+    let generated: GeneratedPythonModule;
+    if (modules.length > 0) generated = generatePythonModule({ moduleName, tools, modules: [...modules] });
+    else {
+      this.#staticModule ??= generatePythonModule({ moduleName, tools, modules: [] });
+      generated = this.#staticModule;
+    }
     const folder = materializeModule(modulesRoot, generated.files, python).then((placedFolder) => {
-      if (cacheDirectory !== undefined && input !== undefined) {
-        recordPlacedModule(cacheDirectory, input, { folder: placedFolder, generated });
-      }
+      if (record !== undefined) recordPlacedModule(record.directory, record.input, { folder: placedFolder, generated });
       return placedFolder;
     });
     return { generated, folder };
