@@ -6,6 +6,7 @@ import { CodecallError } from '../../core/errors.js';
 import { BootVariable, CHANNEL_FILE_DESCRIPTOR, FIRST_INHERITED_FILE_DESCRIPTOR } from '../../core/launch-layout.js';
 import type { Limits } from '../../core/limits.js';
 import { randomHex } from '../../core/random-bytes.js';
+import { nextTurn } from '../../core/waiting.js';
 import type { WorkspaceMount } from '../../core/workspace-mount.js';
 import { openDirectChannel } from '../../rpc/channel-end.js';
 import type { ToolLookup } from '../../rpc/tool-call-server.js';
@@ -322,7 +323,7 @@ async function spawnPrepared(
         }
         // The result goes back first: the runner's kill wakes its helpers (a watchdog that forks), which took the CPU
         // from the host for milliseconds before the caller had it. The process group was killed when the run ended.
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        await nextTurn();
         await killAll();
         // The detached directory goes while the kernel tears the killed processes down, which the host waits for next:
         // a process of the run can add nothing to a directory once it is removed, and what one added meanwhile is
