@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createCodecall, defineTool } from '../dist/index.js';
 import { resolvePythonInterpreter } from '../dist/sandbox/interpreter.js';
-import { median, printedNumber, ratio, timeSpawn } from './measure.js';
+import { answerLineClient, median, printedNumber, ratio, timeSpawn } from './measure.js';
 
 /** Files of the batch, and the size of each. */
 export const BATCH_FILES = 100;
@@ -34,17 +34,20 @@ function batchText() {
   return `${text}${'x'.repeat(BATCH_FILE_BYTES - Buffer.byteLength(text) - 1)}\n`;
 }
 
+/** The batch's plain reads in Python (file names, one file read whole): the same in the batch and in a bare python. */
+const PLAIN_READS = `names = ["batch/f%03d.txt" % i for i in range(${BATCH_FILES})]
+def plain_one(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+`;
+
 /** The script of the batch: passes of plain reads and of read_file, alternating, then one line of JSON figures. */
 function batchScript(passes) {
   return `
 import json, time
 from concurrent.futures import ThreadPoolExecutor
 from tools import read_file
-names = ["batch/f%03d.txt" % i for i in range(${BATCH_FILES})]
-def plain_one(path):
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
-def tool_one(name):
+${PLAIN_READS}def tool_one(name):
     return read_file(path=name)["content"]
 def timed(function):
     start = time.perf_counter()
@@ -89,11 +92,7 @@ print(json.dumps({key: sorted(values)[1] for key, values in figures.items()}))
 function bareBatchScript(passes) {
   return `
 import time
-names = ["batch/f%03d.txt" % i for i in range(${BATCH_FILES})]
-def plain_one(path):
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
-times = []
+${PLAIN_READS}times = []
 for _ in range(${passes}):
     start = time.perf_counter()
     total = sum(len(plain_one(path).encode()) for path in names)
@@ -149,23 +148,12 @@ print(sorted(times[1:])[2] * 1e3)
 `;
 
 function rawLargeReplyMilliseconds(executable, text) {
-  const child = spawn(executable, ['-S', '-c', RAW_LARGE_CLIENT], {
-    stdio: ['ignore', 'pipe', 'inherit', 'pipe'],
-    env: { PATH: '/usr/local/bin:/usr/bin:/bin' },
+  return answerLineClient({
+    executable,
+    source: RAW_LARGE_CLIENT,
+    answer: (request) => `{"id":${request.id},"result":${JSON.stringify(text)}}`,
+    name: 'raw client',
   });
-  const socket = child.stdio[3];
-  let pending = '';
-  socket.setEncoding('utf8');
-  socket.on('data', (chunk) => {
-    pending += chunk;
-    const newline = pending.indexOf('\n');
-    if (newline === -1) return;
-    const request = JSON.parse(pending.slice(0, newline));
-    pending = pending.slice(newline + 1);
-    socket.write(`{"id":${request.id},"result":${JSON.stringify(text)}}\n`);
-  });
-  socket.on('error', () => {});
-  return printedNumber(child, 'raw client');
 }
 
 const PRINT_SCRIPT = `line = "x" * ${PRINTED_LINE_BYTES - 1}\nfor _ in range(${PRINTED_LINES}):\n    print(line)\n`;

@@ -60,11 +60,12 @@ export function printedNumber(child, name) {
 }
 
 /**
- * The baseline of a tool call: a minimal Python client and a minimal Node JSON echo over the same kind of socket
- * (an inherited socketpair), with no validation, dispatch or concurrency support. Resolves µs per round trip.
+ * A minimal Python client (`source`, run with `args`) on an inherited socketpair (fd 3), answered by a minimal Node
+ * server: one reply line, `answer(request)`, for each request line. Resolves the number the client prints (`name`
+ * says which client failed).
  */
-export function plainJsonEchoMicroseconds(executable, calls) {
-  const child = spawn(executable, ['-S', '-c', ECHO_CLIENT, String(calls)], {
+export function answerLineClient({ executable, source, args = [], answer, name }) {
+  const child = spawn(executable, ['-S', '-c', source, ...args], {
     stdio: ['ignore', 'pipe', 'inherit', 'pipe'],
     env: { PATH: '/usr/local/bin:/usr/bin:/bin' },
   });
@@ -77,12 +78,26 @@ export function plainJsonEchoMicroseconds(executable, calls) {
     while (newline !== -1) {
       const request = JSON.parse(pending.slice(0, newline));
       pending = pending.slice(newline + 1);
-      socket.write(`${JSON.stringify({ id: request.id, result: request.params })}\n`);
+      socket.write(`${answer(request)}\n`);
       newline = pending.indexOf('\n');
     }
   });
   socket.on('error', () => {});
-  return printedNumber(child, 'echo client');
+  return printedNumber(child, name);
+}
+
+/**
+ * The baseline of a tool call: a minimal Python client and a minimal Node JSON echo over the same kind of socket
+ * (an inherited socketpair), with no validation, dispatch or concurrency support. Resolves µs per round trip.
+ */
+export function plainJsonEchoMicroseconds(executable, calls) {
+  return answerLineClient({
+    executable,
+    source: ECHO_CLIENT,
+    args: [String(calls)],
+    answer: (request) => JSON.stringify({ id: request.id, result: request.params }),
+    name: 'echo client',
+  });
 }
 
 /** Formats a ratio with two decimals. */
