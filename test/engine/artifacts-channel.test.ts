@@ -12,6 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { ExecuteResult } from '../../src/core/result.js';
 import type { WorkspaceMount } from '../../src/core/workspace-mount.js';
 import { formatResultForModel } from '../../src/engine/result/format-result.js';
 import { defineTool } from '../../src/tools/define-tool.js';
@@ -223,16 +224,22 @@ describe('artifacts of session cells', () => {
   });
 });
 
+/** The result of `code` run as a cell of `session`, which must succeed (the result is shown when it does not). */
+async function succeeded(
+  session: { execute(code: string): Promise<ExecuteResult> },
+  code: string,
+): Promise<ExecuteResult> {
+  const result = await session.execute(code);
+  expect(result.status, JSON.stringify(result)).toBe('success');
+  return result;
+}
+
 describe('files of session cells that are looked for only when something changed', () => {
   const codecall = codecallWith();
 
   it('finds an image rewritten in place, a file a subprocess wrote, an image saved after a chdir, and files of a replaced artifacts folder', async () => {
     const session = codecall.session();
-    const cell = async (code: string) => {
-      const result = await session.execute(code);
-      expect(result.status, JSON.stringify(result)).toBe('success');
-      return namesOf(result);
-    };
+    const cell = async (code: string) => namesOf(await succeeded(session, code));
     await cell('import os, shutil, subprocess\nartifacts = os.environ["CODECALL_ARTIFACTS_DIR"]');
     expect(await cell('open("picture.png", "wb").write(b"first")')).toEqual(['picture.png']);
     expect(await cell('x = 1')).toEqual([]);
@@ -256,11 +263,7 @@ describe('files of session cells that are looked for only when something changed
 
   it('finds an image saved after the working directory changed through os.fchdir, a thread, or a ctypes function looked up earlier', async () => {
     const session = codecall.session();
-    const cell = async (code: string) => {
-      const result = await session.execute(code);
-      expect(result.status, JSON.stringify(result)).toBe('success');
-      return namesOf(result);
-    };
+    const cell = async (code: string) => namesOf(await succeeded(session, code));
     await cell(
       'import os, threading\nfor name in ("by-fd", "by-thread", "by-ctypes"):\n    os.makedirs(name, exist_ok=True)',
     );
@@ -285,11 +288,7 @@ describe('files of session cells that are looked for only when something changed
 
   it('finds the files of a cell that put an empty pipe where the watch descriptor was, and never reads the pipe', async () => {
     const session = codecall.session();
-    const cell = async (code: string) => {
-      const result = await session.execute(code);
-      expect(result.status, JSON.stringify(result)).toBe('success');
-      return result;
-    };
+    const cell = (code: string) => succeeded(session, code);
     await cell('import os\nartifacts = os.environ["CODECALL_ARTIFACTS_DIR"]');
     // The watch's number, found as the script could: a pipe with nothing in it then takes it (a poll of it says
     // "nothing happened", like a quiet watch), and a byte written to it later must still be there.
