@@ -17,10 +17,10 @@ import { readHostCache, trimHostCacheEntries, writeHostCache } from '../../core/
 /** Prefix of the host-cache entries of placed modules, one entry per fingerprint of the input. */
 const ENTRY_PREFIX = 'placed-module-';
 /** Records kept at most (tool lists that change, other interpreters): the least recently written go. */
-export const MAX_PLACED_RECORDS = 32;
+const MAX_PLACED_RECORDS = 32;
 
 /** A directory's identity: device, inode and change time; undefined when it is not a directory. */
-export function folderIdentity(folder: string): string | undefined {
+function folderIdentity(folder: string): string | undefined {
   try {
     const stats = lstatSync(folder, { bigint: true });
     return stats.isDirectory() ? `${stats.dev}:${stats.ino}:${stats.ctimeNs}` : undefined;
