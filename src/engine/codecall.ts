@@ -155,10 +155,12 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
       const prepared = await prepare();
       const { environment } = prepared;
       if (isEmptyCode(code)) return emptyCodeResult(environment.runner.isolation);
-      const pooled = await pool?.take(environment, runLimits);
+      // Pooled interpreters start only while no run is in flight and the host is quiet (see WarmPool).
+      pool?.runStarting();
       // A run that threw may have left files: it counts as saving.
       let saved = true;
       try {
+        const pooled = await pool?.take(environment, runLimits);
         const result = await tracking.track((onStart) => {
           const runOptions = {
             limits: runLimits,
@@ -175,7 +177,7 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
         saved = leftSavedOutputs(result);
         return result;
       } finally {
-        pool?.refillSoon(environment);
+        pool?.runEnded();
         pruneSoon(prepared, saved);
       }
     },

@@ -9,6 +9,17 @@ import type { LaunchedInterpreter, RunEnvironment } from '../launch/interpreter-
 export const MAX_POOL_SIZE = 64;
 /** Pooled interpreters that may fail to start in a row before the pool stops refilling until the next run. */
 export const MAX_POOL_START_FAILURES = 3;
+/**
+ * How long no run may start or end, with none in flight, before the pool starts a replacement: longer than the gap
+ * between runs made back to back (a loop, a queue's next job), so a refill never lands on the next run, and past the
+ * release of the last run's process.
+ */
+export const POOL_REFILL_QUIET_MS = 50;
+/**
+ * How long no run may start or end while runs are in flight before the pool starts a replacement beside them: a
+ * start costs a run that has lasted this long a few per cent at most, and a long run does not keep the pool empty.
+ */
+export const POOL_REFILL_BESIDE_RUNS_MS = 1_000;
 
 /**
  * Limits fixed when an interpreter starts (rlimits, cgroups, the channel's frame size): a run asking for other
@@ -74,10 +85,20 @@ interface PoolEntry {
   stopWatching: (() => void) | undefined;
 }
 
+/** Not started yet, or started and its first frame not read yet. */
+function isStarting(entry: PoolEntry): boolean {
+  return entry.launched === undefined || (!entry.ready && entry.stopWatching !== undefined);
+}
+
 /**
  * Interpreters started ahead of time in their sandbox, each waiting (after the boot's preparation) for one script
- * over its channel. A run takes one, hands it the script with `$run`, and the pool starts a replacement in the
- * background. An interpreter is never used twice.
+ * over its channel. A run takes one, hands it the script with `$run`, and the pool starts a replacement once the host
+ * is quiet: no run in flight and none started or ended for {@link POOL_REFILL_QUIET_MS}, one interpreter at a time
+ * (the next once the last reported `$ready` or died). Starting one costs the host's thread a fork and the cores an
+ * interpreter's start-up, as much as a cold run: done during runs made back to back, it slowed each of them to a cold
+ * run's time, while a run that finds the pool empty merely starts cold. So under continuous load the pool stays
+ * empty and runs start cold, as without a pool; it fills again in the next quiet moment. An interpreter is never
+ * used twice.
  */
 export class WarmPool {
   readonly #options: WarmPoolOptions;
@@ -87,7 +108,10 @@ export class WarmPool {
   #environment: RunEnvironment | undefined;
   #failures = 0;
   #closed = false;
-  #refillScheduled = false;
+  #runsInFlight = 0;
+  /** When the last run started or ended (`performance.now()`). */
+  #lastActivity = 0;
+  #refillTimer: NodeJS.Timeout | undefined;
 
   constructor(options: WarmPoolOptions) {
     this.#options = options;
@@ -103,37 +127,42 @@ export class WarmPool {
     return [...this.#entries].filter((entry) => entry.ready).length;
   }
 
-  /** Starts interpreters until the pool is full (discarding those started for another environment). */
+  /**
+   * The first fill, and the fill after the environment changed (discarding the interpreters started for another):
+   * starts interpreters until the pool is full, all at once. Later calls only ask for a refill in the next quiet
+   * moment.
+   */
   fill(environment: RunEnvironment): void {
     if (this.#closed || this.#options.size === 0) return;
-    if (this.#environment !== environment) {
-      this.#discardAll();
-      this.#environment = environment;
-      this.#failures = 0;
+    if (this.#environment === environment) {
+      this.#scheduleRefill();
+      return;
     }
+    this.#discardAll();
+    this.#environment = environment;
+    this.#failures = 0;
     while (this.#entries.size < this.#options.size && this.#failures < MAX_POOL_START_FAILURES) {
       this.#start(environment);
     }
   }
 
-  /**
-   * Refills the pool once the current work is done (spawning blocks the host's thread for a millisecond or more:
-   * call this after a run has returned its result, not before it starts).
-   */
-  refillSoon(environment: RunEnvironment): void {
-    if (this.#refillScheduled || this.#closed || this.#options.size === 0) return;
-    this.#refillScheduled = true;
-    setImmediate(() => {
-      this.#refillScheduled = false;
-      // Every run gives a failing pool another chance.
-      if (this.#failures >= MAX_POOL_START_FAILURES) this.#failures = MAX_POOL_START_FAILURES - 1;
-      this.fill(environment);
-    });
+  /** A run begins (pooled or not): no interpreter starts while it is in flight and the host is not quiet. */
+  runStarting(): void {
+    this.#runsInFlight += 1;
+    this.#noteActivity();
+  }
+
+  /** A run has returned its result: the pool refills once the host has been quiet for {@link POOL_REFILL_QUIET_MS}. */
+  runEnded(): void {
+    this.#runsInFlight = Math.max(0, this.#runsInFlight - 1);
+    // Every run gives a failing pool another chance.
+    if (this.#failures >= MAX_POOL_START_FAILURES) this.#failures = MAX_POOL_START_FAILURES - 1;
+    this.#noteActivity();
   }
 
   /**
    * A waiting interpreter for a run with these limits, or undefined when there is none or the run's launch limits
-   * differ from the pool's: the run then starts cold. The pool is not refilled here (see {@link refillSoon}), except
+   * differ from the pool's: the run then starts cold. The pool is not refilled here (see {@link runEnded}), except
    * the first time or after the environment changed.
    */
   async take(environment: RunEnvironment, limits: Limits): Promise<LaunchedInterpreter | undefined> {
@@ -162,8 +191,34 @@ export class WarmPool {
   /** Kills every waiting interpreter (and those still starting, once started); the pool starts no more. */
   async close(): Promise<void> {
     this.#closed = true;
+    clearTimeout(this.#refillTimer);
     this.#discardAll();
     await Promise.allSettled([...this.#launches]);
+  }
+
+  #noteActivity(): void {
+    this.#lastActivity = performance.now();
+    this.#scheduleRefill();
+  }
+
+  /** Sets the refill's timer to the end of the quiet time the runs in flight ask for, counted from the last run event. */
+  #scheduleRefill(): void {
+    if (this.#closed || this.#options.size === 0 || this.#environment === undefined) return;
+    clearTimeout(this.#refillTimer);
+    const quietMs = this.#runsInFlight === 0 ? POOL_REFILL_QUIET_MS : POOL_REFILL_BESIDE_RUNS_MS;
+    const waitMs = Math.max(0, this.#lastActivity + quietMs - performance.now());
+    // Unreferenced: a pending refill does not keep a script's process alive.
+    this.#refillTimer = setTimeout(() => this.#refillOne(), waitMs).unref();
+  }
+
+  /** Starts one replacement, unless one is still starting: its `$ready` or its end schedules the next. */
+  #refillOne(): void {
+    this.#refillTimer = undefined;
+    const environment = this.#environment;
+    if (this.#closed || environment === undefined) return;
+    if (this.#entries.size >= this.#options.size || this.#failures >= MAX_POOL_START_FAILURES) return;
+    for (const entry of this.#entries) if (isStarting(entry)) return;
+    this.#start(environment);
   }
 
   #start(environment: RunEnvironment): void {
@@ -188,6 +243,7 @@ export class WarmPool {
       () => {
         this.#entries.delete(entry);
         this.#failures += 1;
+        this.#scheduleRefill();
         return undefined;
       },
     );
@@ -215,6 +271,8 @@ export class WarmPool {
         // Not the boot's frame: the interpreter stays usable, only not known to be ready.
       }
       stopWatching();
+      // Its start is over either way: the next refill may begin.
+      this.#scheduleRefill();
     };
     let stopReceiving: (() => void) | undefined;
     let stopped = false;
@@ -234,7 +292,7 @@ export class WarmPool {
       this.#entries.delete(entry);
       if (!entry.ready) this.#failures += 1;
       this.#options.deferCleanup(launched.release());
-      if (this.#environment !== undefined) this.refillSoon(this.#environment);
+      this.#scheduleRefill();
     });
   }
 
