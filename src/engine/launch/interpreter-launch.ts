@@ -26,10 +26,12 @@ import {
   createRunDirectory,
   detachRunDirectory,
   type RunDirectory,
+  removeDetachedOffThread,
   removeRunDirectory,
   removeSmallTree,
   SCRIPT_FILE_NAME,
 } from './run-directory.js';
+import { isRunInFlight } from './runs-in-flight.js';
 
 export { SCRIPT_FILE_NAME } from './run-directory.js';
 
@@ -327,15 +329,18 @@ async function spawnPrepared(
         await killAll();
         // The detached directory goes while the kernel tears the killed processes down, which the host waits for next:
         // a process of the run can add nothing to a directory once it is removed, and what one added meanwhile is
-        // removed after the exit.
-        const removedEarly = detached === directory.root || removeSmallTree(detached);
+        // removed after the exit. With another run in flight (runs back to back) the host's thread is not idle: the
+        // removal then waits on the disk in the thread pool instead of in that run's time.
+        const removedEarly =
+          detached === directory.root ||
+          (isRunInFlight() ? removeDetachedOffThread(detached) : removeSmallTree(detached));
         // Gone for good before the release settles (close() waits for it), not merely sent a signal.
         await settledWithin(exited, EXIT_WAIT_MS);
         forgetProcessGroup(pid);
         destroyStreams(child, [channel, stdout, stderr]);
         // The run's processes are gone: what is left of its directory and the runner's resources go side by side.
         const [, disposed] = await Promise.allSettled([
-          removedEarly ? undefined : removeRunDirectory(detached),
+          Promise.resolve(removedEarly).then((removed) => (removed ? undefined : removeRunDirectory(detached))),
           containment?.dispose?.(),
         ]);
         if (disposed.status === 'rejected') throw disposed.reason;

@@ -79,6 +79,20 @@ export async function removeRunDirectory(root: string): Promise<void> {
 }
 
 /**
+ * Removes a run directory taken out of its place ({@link detachRunDirectory}) through the thread pool, links
+ * unfollowed; says whether it is gone (what is left goes to {@link removeRunDirectory}). For a host whose thread has
+ * other work: removing a folder may wait on the disk for milliseconds, which the synchronous removal takes from it.
+ */
+export function removeDetachedOffThread(root: string): Promise<boolean> {
+  return filePromises()
+    .rm(root, { recursive: true, force: true })
+    .then(
+      () => true,
+      () => false,
+    );
+}
+
+/**
  * Removes `root` and what it holds when it is small (see {@link SYNC_REMOVAL_MAX_ENTRIES}), at once; says whether it
  * is gone. A tree found larger or deeper, or a removal that failed, is left, partly removed, to
  * {@link removeRunDirectory}. Types come from the directory entries (Node lstats where the file system gives none): a
