@@ -1,6 +1,8 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { CodecallError } from '../../src/core/errors.js';
 import { createCodecall } from '../../src/engine/codecall.js';
@@ -9,6 +11,40 @@ import { processesIn } from '../support/processes-in.js';
 import { add, sleep } from '../support/sample-tools.js';
 
 const codecallWith = useCodecalls();
+
+const REPOSITORY = fileURLToPath(new URL('../../', import.meta.url));
+const POOLED_RUN_PROCESS = join(REPOSITORY, 'test/fixtures/engine/pooled-run-process.ts');
+const VITE_NODE = join(REPOSITORY, 'node_modules/.bin/vite-node');
+
+/** Run directories in place (a used run's directory is renamed away before its result): the interpreters started. */
+const runDirectoriesIn = (runs: string) => readdirSync(runs).filter((name) => !name.startsWith('.'));
+
+/** Waits until `count` interpreters not in `used` wait in `runs` (or gives up after ten seconds); returns their pids. */
+async function waitingInterpreters(runs: string, used: ReadonlySet<number>, count: number): Promise<number[]> {
+  let waiting: number[] = [];
+  for (let waited = 0; waited < 10_000; waited += 50) {
+    waiting = processesIn(runs).filter((pid) => !used.has(pid));
+    if (waiting.length === count) break;
+    await sleep(50);
+  }
+  return waiting;
+}
+
+/** Runs the pooled-run host process to its end; resolves with its exit code and output. */
+function runPooledRunProcess(stateDir: string, close: boolean): Promise<{ code: number | null; stdout: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(VITE_NODE, [POOLED_RUN_PROCESS, stateDir, ...(close ? ['close'] : [])], {
+      cwd: REPOSITORY,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout }));
+  });
+}
 
 describe('the warm pool', () => {
   it('validates pool.size', () => {
@@ -72,6 +108,42 @@ describe('the warm pool', () => {
       await codecall.close();
     }
   });
+
+  it('serves runs made back to back from the pool, starting no interpreter while they run, and refills after them', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));
+    const codecall = createCodecall({ sandbox: 'none', stateDir, pool: { size: 3 } });
+    const runs = join(stateDir, 'runs');
+    const printPid = 'import os\nprint(os.getpid())';
+    try {
+      const used = new Set<number>([Number((await codecall.execute(printPid)).stdout)]);
+      const waiting = await waitingInterpreters(runs, used, 3);
+      expect(waiting).toHaveLength(3);
+      // As a loop or a queue makes them: each run asked for as soon as the last one returned.
+      const pids: number[] = [];
+      for (let run = 0; run < 3; run += 1) pids.push(Number((await codecall.execute(printPid)).stdout));
+      // Ordering, not clocks: every run had an interpreter started before the runs, and none started while they ran
+      // (a launch makes its run directory first), which would have taken the cores from the next run.
+      expect([...pids].sort()).toEqual([...waiting].sort());
+      expect(runDirectoriesIn(runs)).toEqual([]);
+      for (const pid of pids) used.add(pid);
+      // Once the host is quiet the pool is full again.
+      expect(await waitingInterpreters(runs, used, 3)).toHaveLength(3);
+      expect(runDirectoriesIn(runs)).toHaveLength(3);
+    } finally {
+      await codecall.close();
+    }
+  });
+
+  it('lets a process that ran once from the pool end, closed or not, without starting a replacement', async () => {
+    for (const close of [false, true]) {
+      const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));
+      // Ends on its own or not at all: the test's timeout is the failure.
+      const { code, stdout } = await runPooledRunProcess(stateDir, close);
+      expect({ code, stdout }).toEqual({ code: 0, stdout: 'ran\n' });
+      // A replacement started after the run would have left its run directory behind, killed when the host exited.
+      expect(readdirSync(join(stateDir, 'runs'))).toEqual([]);
+    }
+  }, 60_000);
 
   it('gives pooled runs the results, environment, limits and files of a cold run', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));
