@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   createRunDirectory,
   detachRunDirectory,
+  removeDetachedOffThread,
   removeRunDirectory,
   removeSmallTree,
   SCRIPT_FILE_NAME,
@@ -74,6 +75,13 @@ describe('removing a run directory', () => {
   it('removes a small detached one at once, links unfollowed, and says it is gone', () => {
     const detached = detachRunDirectory(usedRunDirectory('detached'));
     expect(removeSmallTree(detached)).toBe(true);
+    expect(existsSync(detached)).toBe(false);
+    expect(outsideIntact()).toBe(true);
+  });
+
+  it('removes a detached one through the thread pool, links unfollowed, and says it is gone', async () => {
+    const detached = detachRunDirectory(usedRunDirectory('detached-off-thread'));
+    expect(await removeDetachedOffThread(detached)).toBe(true);
     expect(existsSync(detached)).toBe(false);
     expect(outsideIntact()).toBe(true);
   });
