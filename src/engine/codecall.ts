@@ -155,7 +155,7 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
       const prepared = await prepare();
       const { environment } = prepared;
       if (isEmptyCode(code)) return emptyCodeResult(environment.runner.isolation);
-      // Pooled interpreters start only while no run is in flight and the host is quiet (see WarmPool).
+      // The pool starts no replacement right beside a run: it waits for a quiet moment (see WarmPool).
       pool?.runStarting();
       // A run that threw may have left files: it counts as saving.
       let saved = true;

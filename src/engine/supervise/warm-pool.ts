@@ -93,8 +93,9 @@ function isStarting(entry: PoolEntry): boolean {
 /**
  * Interpreters started ahead of time in their sandbox, each waiting (after the boot's preparation) for one script
  * over its channel. A run takes one, hands it the script with `$run`, and the pool starts a replacement once the host
- * is quiet: no run in flight and none started or ended for {@link POOL_REFILL_QUIET_MS}, one interpreter at a time
- * (the next once the last reported `$ready` or died). Starting one costs the host's thread a fork and the cores an
+ * is quiet: no run in flight and none started or ended for {@link POOL_REFILL_QUIET_MS} (or, beside runs in flight,
+ * for {@link POOL_REFILL_BESIDE_RUNS_MS}), one interpreter at a time (the next once the last reported `$ready` or
+ * died). Starting one costs the host's thread a fork and the cores an
  * interpreter's start-up, as much as a cold run: done during runs made back to back, it slowed each of them to a cold
  * run's time, while a run that finds the pool empty merely starts cold. So under continuous load the pool stays
  * empty and runs start cold, as without a pool; it fills again in the next quiet moment. An interpreter is never
@@ -146,7 +147,10 @@ export class WarmPool {
     }
   }
 
-  /** A run begins (pooled or not): no interpreter starts while it is in flight and the host is not quiet. */
+  /**
+   * A run begins (pooled or not): the next refill waits until it has ended and the host has been quiet, or until it
+   * has lasted {@link POOL_REFILL_BESIDE_RUNS_MS} with no other run starting or ending.
+   */
   runStarting(): void {
     this.#runsInFlight += 1;
     this.#noteActivity();
