@@ -1,7 +1,7 @@
 // Start-up figures of `npm run bench`: the first script of a fresh host process against its fourth, the one-shot
 // `codecall run` against `node -e 0` plus a bare interpreter and with a full outputs folder against an empty one,
-// `codecall serve`'s first call against its second, and a warm-pool run against a session cell and a plain JSON
-// echo. Each next to its baseline, measured in the same run.
+// `codecall serve`'s first call against its second, a warm-pool run against a session cell and a plain JSON echo, and
+// warm-pool runs back to back against one after a pause. Each next to its baseline, measured in the same run.
 // Run alone with `node bench/startup.js` (after `npm run build`); BENCH_ONLY=<part of a figure's name> picks rows.
 import { execFile } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -44,6 +44,8 @@ export const PARALLEL_CALLS = 100;
 export const POOL_REFILL_PAUSE_MS = 150;
 /** How many times the start of a pooled interpreter the pause lasts, so no refill runs beside a measured run. */
 const POOL_REFILL_PAUSE_FACTOR = 2;
+/** Size of the pool of the back-to-back figure: each round runs this many scripts, one right after another. */
+const BACK_TO_BACK_POOL_SIZE = 4;
 
 /** Entries in the outputs folder of the saved-outputs figure: the default retention's `maxRuns`. */
 const SAVED_OUTPUT_ENTRIES = 500;
@@ -265,6 +267,27 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
         }
         echoes.push((await plainJsonEchoMicroseconds(interpreter.executable, 2_000)) / 1_000);
       }
+      // Runs back to back, as a loop or a queue makes them: after a pause long enough for the pool to refill (one
+      // interpreter after another), the first run, then the others each right after the last; those are timed.
+      print('warm-pool runs back to back…');
+      const burstPool = createCodecall({
+        sandbox: 'none',
+        tools: [waitTool],
+        stateDir: join(stateDir, 'pool'),
+        pool: { size: BACK_TO_BACK_POOL_SIZE },
+      });
+      await burstPool.execute('print(1)');
+      const backToBackRuns = [];
+      for (let round = 0; round < backToBackRounds(runs); round += 1) {
+        await sleep(BACK_TO_BACK_POOL_SIZE * refillPauseMs);
+        for (let run = 0; run < BACK_TO_BACK_POOL_SIZE; run += 1) {
+          const started = performance.now();
+          const result = await burstPool.execute('print(1)');
+          if (run > 0) backToBackRuns.push(performance.now() - started);
+          if (result.stdout !== '1\n') throw new Error(`unexpected result ${JSON.stringify(result)}`);
+        }
+      }
+      await burstPool.close();
       rows.push({
         figure: 'warm-pool run of print(1), none',
         unit: 'ms',
@@ -284,6 +307,16 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
         baselineName: `session cell after the same ${refillPauseMs.toFixed(0)} ms pause`,
         target: '≤ 3× baseline',
         met: median(pooledRuns) <= 3 * median(pausedCells),
+      });
+      rows.push({
+        figure: `warm-pool runs of print(1) back to back (pool of ${BACK_TO_BACK_POOL_SIZE}), none`,
+        unit: 'ms',
+        digits: 3,
+        value: median(backToBackRuns),
+        baseline: median(pooledRuns),
+        baselineName: `warm-pool run after a ${refillPauseMs.toFixed(0)} ms pause`,
+        target: '≤ 2× baseline',
+        met: median(backToBackRuns) <= 2 * median(pooledRuns),
       });
       rows.push({
         figure: `session cell (counter += 1), none, after ${CELL_WARM_UP.toLocaleString('en')} cells of the process`,
@@ -341,6 +374,11 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
     await plain.close();
   }
   return rows;
+}
+
+/** Rounds of the back-to-back warm-pool figure: a quarter of the runs, at least five (each pauses for a refill). */
+function backToBackRounds(runs) {
+  return Math.max(5, Math.round(runs / 4));
 }
 
 /** The environment of the measured commands: PATH and HOME, as a user's shell passes them (nothing else). */
