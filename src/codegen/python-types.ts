@@ -120,7 +120,7 @@ function collect(schema: unknown, context: RenderContext): UnionMembers {
     return union;
   }
   if (Array.isArray(schema.allOf) && schema.type === undefined) {
-    const parts = schema.allOf.map((part) => collect(part, inner).render());
+    const parts = schema.allOf.map((part) => renderSchema(part, inner));
     const single = parts.length === 1 ? parts[0] : parts.every((part) => part === 'dict') ? 'dict' : undefined;
     union.add(single ?? ANY);
     return union;
@@ -148,7 +148,7 @@ function collectType(schema: SchemaObject, context: RenderContext): UnionMembers
 
 function renderArray(schema: SchemaObject, context: RenderContext): string {
   if (!isRecord(schema.items)) return 'list';
-  const item = collect(schema.items, context).render();
+  const item = renderSchema(schema.items, context);
   return item === ANY ? 'list' : `list[${item}]`;
 }
 
@@ -158,7 +158,7 @@ function renderObject(schema: SchemaObject, context: RenderContext): string {
   const inner: RenderContext = { shapes: context.shapes, shapeDepth: context.shapeDepth - 1, depth: context.depth };
   const entries = properties
     .slice(0, MAX_SHAPE_PROPERTIES)
-    .map(([key, property]) => `${pythonStringLiteral(key)}: ${collect(property, inner).render()}`);
+    .map(([key, property]) => `${pythonStringLiteral(key)}: ${renderSchema(property, inner)}`);
   if (properties.length > MAX_SHAPE_PROPERTIES) entries.push('...');
   return `{${entries.join(', ')}}`;
 }
@@ -175,13 +175,24 @@ function simpleTypeOf(schema: unknown): string | undefined {
   return type;
 }
 
+/** The rendering of one schema: the simple hint when it applies (not for objects drawn as shapes), else the union's. */
+function renderSchema(schema: unknown, context: RenderContext): string {
+  if (context.depth <= MAX_TYPE_DEPTH) {
+    const simple = simpleTypeOf(schema);
+    if (simple !== undefined && !(context.shapes && simple === SIMPLE_TYPES.object)) return simple;
+  }
+  return collect(schema, context).render();
+}
+
+const TYPE_CONTEXT: RenderContext = { shapes: false, shapeDepth: 0, depth: 0 };
+
 /**
  * The Python type hint for a JSON Schema: string → `str`, integer → `int`, number → `float`, boolean → `bool`,
  * array → `list[item]`, object → `dict`, enum/const → `Literal[...]`, type arrays and `nullable` → `X | None`,
  * anyOf/oneOf → `A | B`, `$ref` and anything unsupported → `Any`.
  */
 export function pythonTypeOf(schema: unknown): string {
-  return simpleTypeOf(schema) ?? collect(schema, { shapes: false, shapeDepth: 0, depth: 0 }).render();
+  return renderSchema(schema, TYPE_CONTEXT);
 }
 
 /**
@@ -190,7 +201,7 @@ export function pythonTypeOf(schema: unknown): string {
  */
 export function pythonShapeOf(schema: unknown): string {
   for (let shapeDepth = MAX_SHAPE_DEPTH; shapeDepth > 0; shapeDepth -= 1) {
-    const shape = collect(schema, { shapes: true, shapeDepth, depth: 0 }).render();
+    const shape = renderSchema(schema, { shapes: true, shapeDepth, depth: 0 });
     if (shape.length <= MAX_SHAPE_LENGTH) return shape;
   }
   return pythonTypeOf(schema);
