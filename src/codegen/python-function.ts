@@ -104,7 +104,7 @@ export function planPythonFunction(tool: ToolDescriptor, pythonName: string): Py
 
   const requiredParameters: PythonParameter[] = [];
   const optionalParameters: PythonParameter[] = [];
-  for (const [index, wireName] of wireNames.entries()) {
+  wireNames.forEach((wireName, index) => {
     const property = Object.hasOwn(properties, wireName) ? properties[wireName] : undefined;
     const schema: JsonSchema = isRecord(property) ? property : {};
     const type = pythonTypeOf(property ?? {});
@@ -126,7 +126,7 @@ export function planPythonFunction(tool: ToolDescriptor, pythonName: string): Py
       unlistedEnumValues: Array.isArray(schema.enum) && !type.includes('Literal[') ? schema.enum : undefined,
     };
     (isRequired ? requiredParameters : optionalParameters).push(parameter);
-  }
+  });
 
   const parameters = [...requiredParameters, ...optionalParameters];
   const returnType = tool.outputSchema === undefined ? 'Any' : pythonTypeOf(tool.outputSchema);
@@ -140,7 +140,8 @@ export function planPythonFunction(tool: ToolDescriptor, pythonName: string): Py
     returnType,
     outputSchema: tool.outputSchema,
     parameterTexts,
-    signature: `${pythonName}(${parameterTexts.join(', ')}) -> ${returnType}`,
+    // Joined, so the plan keeps one flat string rather than a tree of parts.
+    signature: [pythonName, '(', parameterTexts.join(', '), ') -> ', returnType].join(''),
   };
 }
 
@@ -202,21 +203,26 @@ function formatEnumValues(values: readonly unknown[]): string {
   return more > 0 ? `${shown.join(', ')} and ${more} more` : shown.join(', ');
 }
 
+function withNote(text: string, note: string): string {
+  return text === '' ? note : `${text} ${note}`;
+}
+
 function renderParameterEntry(parameter: PythonParameter): string {
   const optional = parameter.defaultLiteral !== undefined;
   const head = `${parameter.pythonName} (${parameter.documentedType}${optional ? ', optional' : ''})`;
-  const notes: string[] = [];
-  if (parameter.description !== '') notes.push(parameter.description);
-  if (parameter.shape !== undefined) notes.push(`Shape: ${parameter.shape}.`);
+  // The notes, one space apart.
+  let text = parameter.description;
+  if (parameter.shape !== undefined) text = withNote(text, `Shape: ${parameter.shape}.`);
   if (parameter.unlistedEnumValues !== undefined) {
-    notes.push(`One of: ${formatEnumValues(parameter.unlistedEnumValues)}.`);
+    text = withNote(text, `One of: ${formatEnumValues(parameter.unlistedEnumValues)}.`);
   }
   if (parameter.defaultLiteral !== undefined && parameter.defaultLiteral !== 'None') {
-    notes.push(`Defaults to ${parameter.defaultLiteral}.`);
+    text = withNote(text, `Defaults to ${parameter.defaultLiteral}.`);
   }
-  if (parameter.wireName !== parameter.pythonName) notes.push(`Sent as ${pythonStringLiteral(parameter.wireName)}.`);
-  if (notes.length === 0) return head;
-  const text = notes.join(' ');
+  if (parameter.wireName !== parameter.pythonName) {
+    text = withNote(text, `Sent as ${pythonStringLiteral(parameter.wireName)}.`);
+  }
+  if (text === '') return head;
   if (!text.includes('\n')) return `${head}: ${text}`;
   const [first = '', ...rest] = text.split('\n');
   return [`${head}: ${first}`, ...rest.map((line) => `${INDENT}${line}`)].join('\n');
@@ -262,8 +268,10 @@ export function renderPythonFunction(plan: PythonFunctionPlan): RenderedPythonFu
   const docstring = renderDocstring(renderDocstringText(plan), INDENT);
   const callArguments = renderCallArguments(plan);
   const defLines = renderDefLines(plan);
+  // Joined rather than concatenated: a flat string made now, while its parts are fresh, is cheaper to keep and to
+  // copy into the module than a tree of parts spread over the heap.
   return {
-    sync: `${defLines.sync}\n${docstring}\n${INDENT}return ${SYNC_CALL_HELPER}(${callArguments})`,
-    async: `${defLines.async}\n${docstring}\n${INDENT}return await ${ASYNC_CALL_HELPER}(${callArguments})`,
+    sync: [defLines.sync, docstring, `${INDENT}return ${SYNC_CALL_HELPER}(${callArguments})`].join('\n'),
+    async: [defLines.async, docstring, `${INDENT}return await ${ASYNC_CALL_HELPER}(${callArguments})`].join('\n'),
   };
 }
