@@ -22,6 +22,9 @@ export const SYNC_CALL_HELPER = '_call';
 export const ASYNC_CALL_HELPER = '_acall';
 
 const INDENT = '    ';
+// Parameter names the function body uses itself: the call helpers, and `**extra_arguments` when the tool takes more.
+const RESERVED_PARAMETER_NAMES: readonly string[] = [SYNC_CALL_HELPER, ASYNC_CALL_HELPER];
+const RESERVED_WITH_EXTRA_ARGUMENTS: readonly string[] = [...RESERVED_PARAMETER_NAMES, EXTRA_ARGUMENTS_NAME];
 
 /** One parameter of a generated function. */
 export interface PythonParameter {
@@ -80,16 +83,24 @@ function schemaText(schema: JsonSchema): string {
 export function planPythonFunction(tool: ToolDescriptor, pythonName: string): PythonFunctionPlan {
   const inputSchema: JsonSchema = isRecord(tool.inputSchema) ? tool.inputSchema : {};
   const properties = isRecord(inputSchema.properties) ? inputSchema.properties : {};
-  const required = new Set(
-    Array.isArray(inputSchema.required) ? inputSchema.required.filter((name) => typeof name === 'string') : [],
-  );
-  const wireNames = [...new Set([...Object.keys(properties), ...required])];
+  const required = new Set<string>();
+  if (Array.isArray(inputSchema.required)) {
+    for (const name of inputSchema.required) if (typeof name === 'string') required.add(name);
+  }
+  // The properties in schema order, then required names the schema does not list.
+  const wireNames = Object.keys(properties);
+  if (required.size > 0) {
+    const listed = new Set(wireNames);
+    for (const name of required) if (!listed.has(name)) wireNames.push(name);
+  }
   const acceptsExtraArguments =
     inputSchema.additionalProperties === true ||
     isRecord(inputSchema.additionalProperties) ||
     isRecord(inputSchema.patternProperties);
-  const reserved = [SYNC_CALL_HELPER, ASYNC_CALL_HELPER, ...(acceptsExtraArguments ? [EXTRA_ARGUMENTS_NAME] : [])];
-  const pythonNames = assignPythonIdentifiers(wireNames, { kind: 'parameter', reserved });
+  const pythonNames = assignPythonIdentifiers(wireNames, {
+    kind: 'parameter',
+    reserved: acceptsExtraArguments ? RESERVED_WITH_EXTRA_ARGUMENTS : RESERVED_PARAMETER_NAMES,
+  });
 
   const requiredParameters: PythonParameter[] = [];
   const optionalParameters: PythonParameter[] = [];
@@ -129,7 +140,8 @@ export function planPythonFunction(tool: ToolDescriptor, pythonName: string): Py
     returnType,
     outputSchema: tool.outputSchema,
     parameterTexts,
-    signature: `${pythonName}(${parameterTexts.join(', ')}) -> ${returnType}`,
+    // Joined, so the plan keeps one flat string rather than a tree of parts.
+    signature: [pythonName, '(', parameterTexts.join(', '), ') -> ', returnType].join(''),
   };
 }
 
@@ -143,11 +155,16 @@ function renderParameterTexts(parameters: readonly PythonParameter[], acceptsExt
   return texts;
 }
 
-function renderDefLine(plan: PythonFunctionPlan, keyword: 'def' | 'async def'): string {
-  const oneLine = `${keyword} ${plan.signature}:`;
-  if (oneLine.length <= MAX_DEF_LINE_LENGTH) return oneLine;
-  const parameterLines = plan.parameterTexts.map((text) => `${INDENT}${text},\n`).join('');
-  return `${keyword} ${plan.pythonName}(\n${parameterLines}) -> ${plan.returnType}:`;
+/** The `def` and `async def` lines: each on one line when it fits, else one parameter per line. */
+function renderDefLines(plan: PythonFunctionPlan): { readonly sync: string; readonly async: string } {
+  const sync = `def ${plan.signature}:`;
+  const async = `async ${sync}`;
+  if (async.length <= MAX_DEF_LINE_LENGTH) return { sync, async };
+  const multiLine = `${plan.pythonName}(\n${plan.parameterTexts.map((text) => `${INDENT}${text},\n`).join('')}) -> ${plan.returnType}:`;
+  return {
+    sync: sync.length <= MAX_DEF_LINE_LENGTH ? sync : `def ${multiLine}`,
+    async: `async def ${multiLine}`,
+  };
 }
 
 /** The arguments of the helper call: `"wire", {always sent}, {sent unless None}, extra_arguments`. */
@@ -176,6 +193,7 @@ function trimLineEnds(text: string): string {
 
 /** Indents every non-empty line (trailing whitespace is left to {@link renderDocstring}). */
 function indentBlock(text: string, indent: string): string {
+  if (!text.includes('\n')) return text === '' ? '' : `${indent}${text}`;
   return `${text.startsWith('\n') || text === '' ? '' : indent}${text.replace(NON_EMPTY_LINE_START, `\n${indent}`)}`;
 }
 
@@ -185,21 +203,28 @@ function formatEnumValues(values: readonly unknown[]): string {
   return more > 0 ? `${shown.join(', ')} and ${more} more` : shown.join(', ');
 }
 
+function withNote(text: string, note: string): string {
+  return text === '' ? note : `${text} ${note}`;
+}
+
 function renderParameterEntry(parameter: PythonParameter): string {
   const optional = parameter.defaultLiteral !== undefined;
   const head = `${parameter.pythonName} (${parameter.documentedType}${optional ? ', optional' : ''})`;
-  const notes: string[] = [];
-  if (parameter.description !== '') notes.push(parameter.description);
-  if (parameter.shape !== undefined) notes.push(`Shape: ${parameter.shape}.`);
+  // The notes, one space apart.
+  let text = parameter.description;
+  if (parameter.shape !== undefined) text = withNote(text, `Shape: ${parameter.shape}.`);
   if (parameter.unlistedEnumValues !== undefined) {
-    notes.push(`One of: ${formatEnumValues(parameter.unlistedEnumValues)}.`);
+    text = withNote(text, `One of: ${formatEnumValues(parameter.unlistedEnumValues)}.`);
   }
   if (parameter.defaultLiteral !== undefined && parameter.defaultLiteral !== 'None') {
-    notes.push(`Defaults to ${parameter.defaultLiteral}.`);
+    text = withNote(text, `Defaults to ${parameter.defaultLiteral}.`);
   }
-  if (parameter.wireName !== parameter.pythonName) notes.push(`Sent as ${pythonStringLiteral(parameter.wireName)}.`);
-  if (notes.length === 0) return head;
-  const [first = '', ...rest] = notes.join(' ').split('\n');
+  if (parameter.wireName !== parameter.pythonName) {
+    text = withNote(text, `Sent as ${pythonStringLiteral(parameter.wireName)}.`);
+  }
+  if (text === '') return head;
+  if (!text.includes('\n')) return `${head}: ${text}`;
+  const [first = '', ...rest] = text.split('\n');
   return [`${head}: ${first}`, ...rest.map((line) => `${INDENT}${line}`)].join('\n');
 }
 
@@ -210,7 +235,7 @@ export function renderDocstringText(plan: PythonFunctionPlan): string {
   if (plan.parameters.length > 0 || plan.acceptsExtraArguments) {
     const entries = plan.parameters.map(renderParameterEntry);
     if (plan.acceptsExtraArguments) entries.push(`**${EXTRA_ARGUMENTS_NAME}: More arguments, sent as given.`);
-    sections.push(`Args:\n${indentBlock(entries.join('\n'), INDENT)}`);
+    sections.push(`Args:\n${entries.map((entry) => indentBlock(entry, INDENT)).join('\n')}`);
   }
   const returns =
     plan.outputSchema === undefined ? ['The tool result as a parsed JSON value.'] : [pythonShapeOf(plan.outputSchema)];
@@ -242,8 +267,11 @@ export interface RenderedPythonFunction {
 export function renderPythonFunction(plan: PythonFunctionPlan): RenderedPythonFunction {
   const docstring = renderDocstring(renderDocstringText(plan), INDENT);
   const callArguments = renderCallArguments(plan);
+  const defLines = renderDefLines(plan);
+  // Joined rather than concatenated: a flat string made now, while its parts are fresh, is cheaper to keep and to
+  // copy into the module than a tree of parts spread over the heap.
   return {
-    sync: `${renderDefLine(plan, 'def')}\n${docstring}\n${INDENT}return ${SYNC_CALL_HELPER}(${callArguments})`,
-    async: `${renderDefLine(plan, 'async def')}\n${docstring}\n${INDENT}return await ${ASYNC_CALL_HELPER}(${callArguments})`,
+    sync: [defLines.sync, docstring, `${INDENT}return ${SYNC_CALL_HELPER}(${callArguments})`].join('\n'),
+    async: [defLines.async, docstring, `${INDENT}return await ${ASYNC_CALL_HELPER}(${callArguments})`].join('\n'),
   };
 }

@@ -82,7 +82,11 @@ function renderLiteral(value: unknown, ancestors: Set<object>): string | undefin
  * Python builds from the result reads exactly like `text`.
  */
 export function escapeDocstringText(text: string): string {
-  if (PLAIN_DOCSTRING.test(text)) return text.includes('"') ? text.replace(/"$/, '\\"').replace(/"""/g, '""\\"') : text;
+  if (PLAIN_DOCSTRING.test(text)) {
+    // Searching first: most texts have quotes but no final one and no run of three, and then need no copy.
+    const closed = text.endsWith('"') ? `${text.slice(0, -1)}\\"` : text;
+    return closed.includes('"""') ? closed.replace(/"""/g, '""\\"') : closed;
+  }
   return text
     .replace(/\r\n?/g, '\n')
     .replace(LONE_SURROGATE, '\ufffd')

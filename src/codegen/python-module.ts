@@ -145,9 +145,9 @@ function planFunctions(
   return { functions, rendered: functions.map((plan) => renderPythonFunction(plan)) };
 }
 
-function renderAll(names: readonly string[]): string {
+function renderAll(names: readonly string[]): string | string[] {
   if (names.length === 0) return '__all__ = []';
-  return `__all__ = [\n${names.map((name) => `    ${pythonStringLiteral(name)},`).join('\n')}\n]`;
+  return ['__all__ = [', ...names.map((name) => `    ${pythonStringLiteral(name)},`), ']'];
 }
 
 function renderModuleDocstring(text: string): string {
@@ -155,14 +155,29 @@ function renderModuleDocstring(text: string): string {
   return escaped.includes('\n') ? `"""${escaped}\n"""` : `"""${escaped}"""`;
 }
 
-/** A module: docstring and header blocks one blank line apart, then definitions two blank lines apart (PEP 8). */
+/**
+ * A module: docstring and header blocks one blank line apart, then definitions two blank lines apart (PEP 8).
+ * A header block given as lines is written one line after the other.
+ */
 function renderPythonFile(parts: {
   readonly docstring: string;
-  readonly header: readonly string[];
+  readonly header: readonly (string | readonly string[])[];
   readonly definitions: readonly string[];
 }): string {
-  const head = [renderModuleDocstring(parts.docstring), ...parts.header].join('\n\n');
-  return `${[head, ...parts.definitions].join('\n\n\n')}\n`;
+  // One join over every piece: the file is copied once, not once per nesting level (a big file is costly to copy).
+  const pieces: string[] = [renderModuleDocstring(parts.docstring)];
+  for (const block of parts.header) {
+    pieces.push('\n\n');
+    if (typeof block === 'string') pieces.push(block);
+    else
+      block.forEach((line, index) => {
+        if (index > 0) pieces.push('\n');
+        pieces.push(line);
+      });
+  }
+  for (const definition of parts.definitions) pieces.push('\n\n\n', definition);
+  pieces.push('\n');
+  return pieces.join('');
 }
 
 function renderImports(names: readonly string[]): string {
@@ -317,7 +332,7 @@ function renderCatalog(moduleName: string, modules: readonly PlannedModule[]): s
   );
   return renderPythonFile({
     docstring: `Search index of every function in ${moduleName}, loaded by search_tools() on first use.`,
-    header: [rows.length === 0 ? 'CATALOG = []' : `CATALOG = [\n${rows.join('\n')}\n]`],
+    header: [rows.length === 0 ? 'CATALOG = []' : ['CATALOG = [', ...rows, ']']],
     definitions: [],
   });
 }

@@ -120,7 +120,7 @@ function collect(schema: unknown, context: RenderContext): UnionMembers {
     return union;
   }
   if (Array.isArray(schema.allOf) && schema.type === undefined) {
-    const parts = schema.allOf.map((part) => collect(part, inner).render());
+    const parts = schema.allOf.map((part) => renderSchema(part, inner));
     const single = parts.length === 1 ? parts[0] : parts.every((part) => part === 'dict') ? 'dict' : undefined;
     union.add(single ?? ANY);
     return union;
@@ -148,32 +148,60 @@ function collectType(schema: SchemaObject, context: RenderContext): UnionMembers
 
 function renderArray(schema: SchemaObject, context: RenderContext): string {
   if (!isRecord(schema.items)) return 'list';
-  const item = collect(schema.items, context).render();
+  const item = renderSchema(schema.items, context);
   return item === ANY ? 'list' : `list[${item}]`;
 }
 
 function renderObject(schema: SchemaObject, context: RenderContext): string {
-  const properties = isRecord(schema.properties) ? Object.entries(schema.properties) : [];
-  if (!context.shapes || context.shapeDepth <= 0 || properties.length === 0) return 'dict';
+  if (!context.shapes || context.shapeDepth <= 0 || !isRecord(schema.properties)) return 'dict';
+  const properties = schema.properties;
+  const keys = Object.keys(properties);
+  if (keys.length === 0) return 'dict';
   const inner: RenderContext = { shapes: context.shapes, shapeDepth: context.shapeDepth - 1, depth: context.depth };
-  const entries = properties
-    .slice(0, MAX_SHAPE_PROPERTIES)
-    .map(([key, property]) => `${pythonStringLiteral(key)}: ${collect(property, inner).render()}`);
-  if (properties.length > MAX_SHAPE_PROPERTIES) entries.push('...');
-  return `{${entries.join(', ')}}`;
+  let text = '{';
+  for (let index = 0; index < keys.length && index < MAX_SHAPE_PROPERTIES; index += 1) {
+    const key = keys[index] ?? '';
+    text += `${index === 0 ? '' : ', '}${pythonStringLiteral(key)}: ${renderSchema(properties[key], inner)}`;
+  }
+  return keys.length > MAX_SHAPE_PROPERTIES ? `${text}, ...}` : `${text}}`;
 }
 
-// Keywords that change a schema's type hint beyond its `type`; without them a scalar `type` maps directly.
-const TYPE_SHAPING_KEYWORDS = ['enum', 'const', 'anyOf', 'oneOf', 'allOf', '$ref', 'nullable'];
-
-/** The hint of the most common schemas (`{"type": "string", "description": ...}`) without the general machinery. */
-function simpleTypeOf(schema: unknown): string | undefined {
-  if (!isRecord(schema) || typeof schema.type !== 'string' || schema.type === 'array') return undefined;
-  const type = SIMPLE_TYPES[schema.type];
-  if (type === undefined) return undefined;
-  for (const keyword of TYPE_SHAPING_KEYWORDS) if (keyword in schema) return undefined;
-  return type;
+/**
+ * Whether the schema has a keyword that changes its type hint beyond its `type`; without them a single `type` maps
+ * directly. `const` and `$ref` count when present at all (see {@link collect}), the others only when set: reading a
+ * property is a cheap lookup, `in` a slow one when it misses.
+ */
+function hasTypeShapingKeyword(schema: SchemaObject): boolean {
+  return (
+    schema.enum !== undefined ||
+    schema.anyOf !== undefined ||
+    schema.oneOf !== undefined ||
+    schema.allOf !== undefined ||
+    schema.nullable !== undefined ||
+    'const' in schema ||
+    '$ref' in schema
+  );
 }
+
+/**
+ * The rendering of one schema. The most common schemas (one `type`, e.g. `{"type": "string", "description": ...}`)
+ * go straight to their hint; the rest go through the union machinery, which gives the same text for those.
+ */
+function renderSchema(schema: unknown, context: RenderContext): string {
+  if (
+    context.depth > MAX_TYPE_DEPTH ||
+    !isRecord(schema) ||
+    typeof schema.type !== 'string' ||
+    hasTypeShapingKeyword(schema)
+  ) {
+    return collect(schema, context).render();
+  }
+  if (schema.type !== 'array' && schema.type !== 'object') return SIMPLE_TYPES[schema.type] ?? ANY;
+  const inner: RenderContext = { shapes: context.shapes, shapeDepth: context.shapeDepth, depth: context.depth + 1 };
+  return schema.type === 'array' ? renderArray(schema, inner) : renderObject(schema, inner);
+}
+
+const TYPE_CONTEXT: RenderContext = { shapes: false, shapeDepth: 0, depth: 0 };
 
 /**
  * The Python type hint for a JSON Schema: string → `str`, integer → `int`, number → `float`, boolean → `bool`,
@@ -181,7 +209,7 @@ function simpleTypeOf(schema: unknown): string | undefined {
  * anyOf/oneOf → `A | B`, `$ref` and anything unsupported → `Any`.
  */
 export function pythonTypeOf(schema: unknown): string {
-  return simpleTypeOf(schema) ?? collect(schema, { shapes: false, shapeDepth: 0, depth: 0 }).render();
+  return renderSchema(schema, TYPE_CONTEXT);
 }
 
 /**
@@ -190,7 +218,7 @@ export function pythonTypeOf(schema: unknown): string {
  */
 export function pythonShapeOf(schema: unknown): string {
   for (let shapeDepth = MAX_SHAPE_DEPTH; shapeDepth > 0; shapeDepth -= 1) {
-    const shape = collect(schema, { shapes: true, shapeDepth, depth: 0 }).render();
+    const shape = renderSchema(schema, { shapes: true, shapeDepth, depth: 0 });
     if (shape.length <= MAX_SHAPE_LENGTH) return shape;
   }
   return pythonTypeOf(schema);

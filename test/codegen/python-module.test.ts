@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_DEF_LINE_LENGTH } from '../../src/codegen/python-function.js';
 import { generatePythonModule } from '../../src/codegen/python-module.js';
 import { CodecallError } from '../../src/core/errors.js';
 import type { ToolDescriptor } from '../../src/tools/types.js';
@@ -586,6 +587,28 @@ describe('generatePythonModule: functions', () => {
       inputSchema: { type: 'object', properties: { a: { type: 'string' } }, required: ['b', 'a'] },
     });
     expect(functionSource(source, 'loose').split('\n')[0]).toBe('def loose(a: str, b: Any) -> Any:');
+  });
+
+  it('wraps each def line on its own: a 100-character def stays on one line while its async def is wrapped', () => {
+    const parameter = 'p'.repeat(MAX_DEF_LINE_LENGTH - 'def fits(: str) -> Any:'.length);
+    const generated = generatePythonModule({
+      moduleName: 'tools',
+      tools: [
+        {
+          name: 'fits',
+          description: 'Fits.',
+          inputSchema: { type: 'object', properties: { [parameter]: { type: 'string' } }, required: [parameter] },
+        },
+      ],
+    });
+    const syncLine = functionSource(fileContent(generated, 'tools/__init__.py'), 'fits').split('\n')[0];
+    expect(syncLine).toBe(`def fits(${parameter}: str) -> Any:`);
+    expect(syncLine).toHaveLength(MAX_DEF_LINE_LENGTH);
+    expect(functionSource(fileContent(generated, 'tools/aio.py'), 'fits').split('\n').slice(0, 3)).toEqual([
+      'async def fits(',
+      `    ${parameter}: str,`,
+      ') -> Any:',
+    ]);
   });
 
   it('leaves unrepresentable or very long defaults to the tool', () => {
