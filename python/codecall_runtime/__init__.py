@@ -130,6 +130,8 @@ class _Channel:
         self._nonblocking = False
         # Tools whose last reply to a lone caller took longer than the polling window: their next reply is slept on.
         self._slow_methods = set()
+        # The poll(2) object a blocking read sleeps in (see _wait_readable): made on first need, False without `select`.
+        self._poller = None
         if hasattr(posix, "register_at_fork"):
             posix.register_at_fork(after_in_child=self._mark_forked)
         try:
@@ -364,7 +366,24 @@ class _Channel:
     def _read_blocking(self, view):
         if self._nonblocking:
             self._set_blocking()
+        self._wait_readable()
         return posix.readv(self._descriptor, [view])
+
+    def _wait_readable(self):
+        """Sleeps until the channel has bytes to read, or is closed. A read sleeping in the kernel would be woken
+        in vain each time the host reads a call (the socket then signals room to write, and a read waits on the same
+        queue): poll(2) sleeps for input alone. Without `select`, the read sleeps itself."""
+        poller = self._poller
+        if poller is None:
+            try:
+                import select
+            except ImportError:
+                self._poller = False
+                return
+            poller = self._poller = select.poll()
+            poller.register(self._descriptor, select.POLLIN)
+        if poller:
+            poller.poll()
 
     def _make_room(self, position, end, needed):
         """Moves the unread bytes `_buffer[position:end]` to the front of a buffer that has room for `needed` bytes
