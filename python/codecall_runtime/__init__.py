@@ -33,6 +33,8 @@ __all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "
 # one (a large file read) would be polled for in vain, a system call and an exception per poll, while the host needs
 # the processor to answer; its next quick reply turns polling on again for that tool.
 _REPLY_POLL_NANOSECONDS = 100_000
+# A reader that has the start of a reply polls this long for the rest before it sleeps (see _Channel._read_at_least).
+_REST_POLL_NANOSECONDS = 50_000
 # Starting size of the channel's receive buffer: one read asks for what room it has.
 _READ_BYTES = 1 << 16
 # Largest receive buffer kept between reads. Replies are read into one buffer the channel keeps, so a large reply
@@ -489,15 +491,30 @@ class _Channel:
         return replies
 
     def _read_at_least(self, size, end):
-        """Reads (blocking) into the buffer after `end` until it holds `size` bytes; returns the new end, or None
-        when the channel failed or was closed first."""
-        if self._nonblocking:
-            self._set_blocking()
+        """Reads into the buffer after `end` until it holds `size` bytes; returns the new end, or None when the
+        channel failed or was closed first.
+
+        The rest of a reply is usually on its way: the host writes a reply in one writev, which the kernel queues in
+        chunks of about 32 KiB, waking the reader at the first. So it polls for the rest for up to
+        _REST_POLL_NANOSECONDS (yielding the processor between polls) before it sleeps in a blocking read: a reader
+        that slept again would be woken once more per chunk."""
+        descriptor = self._descriptor
         view = memoryview(self._buffer)
         try:
+            if not self._nonblocking:
+                posix.set_blocking(descriptor, False)
+                self._nonblocking = True
+            deadline = _clock() + _REST_POLL_NANOSECONDS
             while end < size:
                 try:
-                    count = posix.readv(self._descriptor, [view[end:]])
+                    count = posix.readv(descriptor, [view[end:]])
+                except BlockingIOError:
+                    if _clock() > deadline:
+                        self._set_blocking()
+                        self._wait_readable()
+                    else:
+                        _yield_processor()
+                    continue
                 except InterruptedError:
                     continue
                 except OSError as error:
@@ -507,6 +524,9 @@ class _Channel:
                     self._fail_all("the tool channel was closed by the host (the run has ended)")
                     return None
                 end += count
+        except OSError as error:
+            self._fail_all("the tool channel failed (%s)" % error)
+            return None
         finally:
             view.release()
         return end
