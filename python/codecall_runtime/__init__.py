@@ -425,7 +425,7 @@ class _Channel:
             if end > self._max_frame_bytes:
                 self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
             return
-        replies = self._split_replies(end)
+        replies = self._split_replies(end, alone is not None)
         if replies is None:
             return
         with self._lock:
@@ -444,10 +444,10 @@ class _Channel:
                 # Threads waiting for replies were woken by their own; one waiting for a notification may have it.
                 self._replied.notify_all()
 
-    def _split_replies(self, end):
+    def _split_replies(self, end, alone):
         """The replies in `_buffer[:end]` (frames, and the raw text following a frame that has some, read in full
         here); keeps an incomplete last frame at the front of the buffer for the next read. None when the channel
-        failed."""
+        failed. `alone`: a lone caller reads (see _read_at_least)."""
         decode = self._decode_json
         buffer = self._buffer
         replies = []
@@ -477,7 +477,7 @@ class _Channel:
                         end = self._make_room(position, end, raw_size + _READ_BYTES)
                         buffer = self._buffer
                         position = 0
-                    end = self._read_at_least(position + raw_size, end)
+                    end = self._read_at_least(position + raw_size, end, alone)
                     if end is None:
                         return None
                 position = _fill_raw_text(reply, segments, buffer, position)
@@ -490,28 +490,32 @@ class _Channel:
             self._buffer[:kept] = memoryview(large)[:kept]
         return replies
 
-    def _read_at_least(self, size, end):
+    def _read_at_least(self, size, end, alone):
         """Reads into the buffer after `end` until it holds `size` bytes; returns the new end, or None when the
         channel failed or was closed first.
 
-        The rest of a reply is usually on its way: the host writes a reply in one writev, which the kernel queues in
-        chunks of about 32 KiB, waking the reader at the first. So it polls for the rest for up to
-        _REST_POLL_NANOSECONDS (yielding the processor between polls) before it sleeps in a blocking read: a reader
-        that slept again would be woken once more per chunk."""
+        The rest of a reply to a lone caller (`alone`) is usually on its way: the host writes a reply in one writev,
+        which the kernel queues in chunks of about 32 KiB, waking the reader at the first. So it polls for the rest
+        for up to _REST_POLL_NANOSECONDS (yielding the processor between polls) before it sleeps: a reader that slept
+        again would be woken once more per chunk. Replies to several threads at once queue up on the host, whose
+        processor polling would take: their reader sleeps at once."""
         descriptor = self._descriptor
         view = memoryview(self._buffer)
         try:
-            if not self._nonblocking:
+            if alone and not self._nonblocking:
                 posix.set_blocking(descriptor, False)
                 self._nonblocking = True
+            elif not alone and self._nonblocking:
+                self._set_blocking()
             deadline = _clock() + _REST_POLL_NANOSECONDS
             while end < size:
+                if not self._nonblocking:
+                    self._wait_readable()
                 try:
                     count = posix.readv(descriptor, [view[end:]])
                 except BlockingIOError:
                     if _clock() > deadline:
                         self._set_blocking()
-                        self._wait_readable()
                     else:
                         _yield_processor()
                     continue
