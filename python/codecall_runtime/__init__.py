@@ -497,8 +497,8 @@ class _Channel:
         The rest of a reply to a lone caller (`alone`) is usually on its way: the host writes a reply in one writev,
         which the kernel queues in chunks of about 32 KiB, waking the reader at the first. So it polls for the rest
         for up to _REST_POLL_NANOSECONDS (yielding the processor between polls) before it sleeps: a reader that slept
-        again would be woken once more per chunk. Replies to several threads at once queue up on the host, whose
-        processor polling would take: their reader sleeps at once."""
+        again would be woken once more per chunk. Replies to several threads queue up on the host behind a full
+        socket, and polling would take the processor the host needs to write them: their reader sleeps at once."""
         descriptor = self._descriptor
         view = memoryview(self._buffer)
         try:

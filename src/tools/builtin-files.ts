@@ -78,6 +78,7 @@ const WHOLE_READ_MAX_BYTES = 4 * 1024 * 1024;
  * tens of microseconds, less than one trip through the thread pool. Past it, reads go through the thread pool.
  */
 const SYNC_READ_MAX_BYTES = 256 * 1024;
+/** The byte that ends a line. */
 const NEWLINE = 0x0a;
 /** Newlines {@link countNewlines} finds one at a time before it looks at how close together they came. */
 const NEWLINE_SAMPLE = 64;
@@ -534,7 +535,7 @@ function countNewlines(bytes: Buffer): number {
   return count;
 }
 
-// Counts the newlines of bytes[start, end) reading four bytes at a time (SWAR): no branch or call per newline.
+// Counts the newlines of `bytes` from `start` on, reading four bytes at a time (SWAR): no branch or call per newline.
 function countNewlinesByWord(bytes: Buffer, start: number): number {
   const end = bytes.length;
   let count = 0;
