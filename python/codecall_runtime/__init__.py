@@ -33,6 +33,8 @@ __all__ = ["ToolError", "call", "acall", "json_parse", "shell_quote", "retry", "
 # one (a large file read) would be polled for in vain, a system call and an exception per poll, while the host needs
 # the processor to answer; its next quick reply turns polling on again for that tool.
 _REPLY_POLL_NANOSECONDS = 100_000
+# A reader that has the start of a reply polls this long for the rest before it sleeps (see _Channel._read_at_least).
+_REST_POLL_NANOSECONDS = 50_000
 # Starting size of the channel's receive buffer: one read asks for what room it has.
 _READ_BYTES = 1 << 16
 # Largest receive buffer kept between reads. Replies are read into one buffer the channel keeps, so a large reply
@@ -130,6 +132,8 @@ class _Channel:
         self._nonblocking = False
         # Tools whose last reply to a lone caller took longer than the polling window: their next reply is slept on.
         self._slow_methods = set()
+        # The poll(2) object a blocking read sleeps in (see _wait_readable): made on first need, False without `select`.
+        self._poller = None
         if hasattr(posix, "register_at_fork"):
             posix.register_at_fork(after_in_child=self._mark_forked)
         try:
@@ -364,7 +368,24 @@ class _Channel:
     def _read_blocking(self, view):
         if self._nonblocking:
             self._set_blocking()
+        self._wait_readable()
         return posix.readv(self._descriptor, [view])
+
+    def _wait_readable(self):
+        """Sleeps until the channel has bytes to read, or is closed. A read sleeping in the kernel would be woken
+        in vain each time the host reads a call (the socket then signals room to write, and a read waits on the same
+        queue): poll(2) sleeps for input alone. Without `select`, the read sleeps itself."""
+        poller = self._poller
+        if poller is None:
+            try:
+                import select
+            except ImportError:
+                self._poller = False
+                return
+            poller = self._poller = select.poll()
+            poller.register(self._descriptor, select.POLLIN)
+        if poller:
+            poller.poll()
 
     def _make_room(self, position, end, needed):
         """Moves the unread bytes `_buffer[position:end]` to the front of a buffer that has room for `needed` bytes
@@ -404,7 +425,7 @@ class _Channel:
             if end > self._max_frame_bytes:
                 self._fail_all("a reply exceeded the channel's frame limit of %d bytes" % self._max_frame_bytes)
             return
-        replies = self._split_replies(end)
+        replies = self._split_replies(end, alone is not None)
         if replies is None:
             return
         with self._lock:
@@ -423,10 +444,10 @@ class _Channel:
                 # Threads waiting for replies were woken by their own; one waiting for a notification may have it.
                 self._replied.notify_all()
 
-    def _split_replies(self, end):
+    def _split_replies(self, end, alone):
         """The replies in `_buffer[:end]` (frames, and the raw text following a frame that has some, read in full
         here); keeps an incomplete last frame at the front of the buffer for the next read. None when the channel
-        failed."""
+        failed. `alone`: a lone caller reads (see _read_at_least)."""
         decode = self._decode_json
         buffer = self._buffer
         replies = []
@@ -456,7 +477,7 @@ class _Channel:
                         end = self._make_room(position, end, raw_size + _READ_BYTES)
                         buffer = self._buffer
                         position = 0
-                    end = self._read_at_least(position + raw_size, end)
+                    end = self._read_at_least(position + raw_size, end, alone)
                     if end is None:
                         return None
                 position = _fill_raw_text(reply, segments, buffer, position)
@@ -469,16 +490,35 @@ class _Channel:
             self._buffer[:kept] = memoryview(large)[:kept]
         return replies
 
-    def _read_at_least(self, size, end):
-        """Reads (blocking) into the buffer after `end` until it holds `size` bytes; returns the new end, or None
-        when the channel failed or was closed first."""
-        if self._nonblocking:
-            self._set_blocking()
+    def _read_at_least(self, size, end, alone):
+        """Reads into the buffer after `end` until it holds `size` bytes; returns the new end, or None when the
+        channel failed or was closed first.
+
+        The rest of a reply to a lone caller (`alone`) is usually on its way: the host writes a reply in one writev,
+        which the kernel queues in chunks of about 32 KiB, waking the reader at the first. So it polls for the rest
+        for up to _REST_POLL_NANOSECONDS (yielding the processor between polls) before it sleeps: a reader that slept
+        again would be woken once more per chunk. Replies to several threads queue up on the host behind a full
+        socket, and polling would take the processor the host needs to write them: their reader sleeps at once."""
+        descriptor = self._descriptor
         view = memoryview(self._buffer)
         try:
+            if alone and not self._nonblocking:
+                posix.set_blocking(descriptor, False)
+                self._nonblocking = True
+            elif not alone and self._nonblocking:
+                self._set_blocking()
+            deadline = _clock() + _REST_POLL_NANOSECONDS
             while end < size:
+                if not self._nonblocking:
+                    self._wait_readable()
                 try:
-                    count = posix.readv(self._descriptor, [view[end:]])
+                    count = posix.readv(descriptor, [view[end:]])
+                except BlockingIOError:
+                    if _clock() > deadline:
+                        self._set_blocking()
+                    else:
+                        _yield_processor()
+                    continue
                 except InterruptedError:
                     continue
                 except OSError as error:
@@ -488,6 +528,9 @@ class _Channel:
                     self._fail_all("the tool channel was closed by the host (the run has ended)")
                     return None
                 end += count
+        except OSError as error:
+            self._fail_all("the tool channel failed (%s)" % error)
+            return None
         finally:
             view.release()
         return end

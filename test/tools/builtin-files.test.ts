@@ -117,6 +117,33 @@ describe('read_file', () => {
     expect(await call('read_file', { path: 'empty.txt' })).toMatchObject({ content: '', totalLines: 0 });
   });
 
+  it('counts lines of every length, wherever the short ones start and whatever bytes they hold', async () => {
+    // Bytes one bit away from a newline, and with the high bit set: none counts as one.
+    const nearNewline = [0x0b, 0x08, 0x0e, 0x02, 0x1a, 0x2a, 0x4a, 0x8a, 0xf5, 0x00];
+    for (let shift = 0; shift < 8; shift += 1) {
+      // Long lines first (found one at a time), then short and empty ones (counted by words from where they start).
+      const parts = [Buffer.from(`${'x'.repeat(90 + shift)}\n`.repeat(70 + shift))];
+      for (let index = 0; index < 3_000; index += 1) {
+        const line = Array.from({ length: (index * 5 + shift) % 9 }, (_, at) => nearNewline[(index + at) % 10] ?? 0);
+        parts.push(Buffer.from([...line, 0x0a]));
+      }
+      if (shift % 2 === 1) parts.push(Buffer.from('no newline at the end'));
+      const bytes = Buffer.concat(parts);
+      const newlines = bytes.filter((byte) => byte === 0x0a).length;
+      const name = `short-lines-${shift}.txt`;
+      await writeFile(path.join(workspace, name), bytes);
+      const result = await call('read_file', { path: name });
+      expect(result).toMatchObject({ totalLines: shift % 2 === 1 ? newlines + 1 : newlines, nextOffset: null });
+      expect(result.content).toBe(bytes.toString('utf8'));
+    }
+    await writeFile(path.join(workspace, 'empty-lines.txt'), `${'\n'.repeat(10_001)}last`);
+    expect(await call('read_file', { path: 'empty-lines.txt', offset: 10_002 })).toMatchObject({
+      content: 'last',
+      totalLines: 10_002,
+    });
+    expect(await call('read_file', { path: 'empty-lines.txt' })).toMatchObject({ totalLines: 10_002 });
+  });
+
   it('replaces invalid UTF-8 with U+FFFD', async () => {
     expect(await call('read_file', { path: 'latin1.txt' })).toMatchObject({ content: 'caf\uFFFD\n' });
   });
