@@ -15,15 +15,16 @@ export const MAX_SHAPE_LENGTH = 600;
 const ANY = 'Any';
 const NONE = 'None';
 
-const SIMPLE_TYPES: Readonly<Record<string, string>> = {
-  string: 'str',
-  integer: 'int',
-  number: 'float',
-  boolean: 'bool',
-  null: NONE,
-  object: 'dict',
-  array: 'list',
-};
+// A Map, not an object: a schema's `type` is any string ("constructor", "toString"), and must not find an inherited member.
+const SIMPLE_TYPES: ReadonlyMap<string, string> = new Map([
+  ['string', 'str'],
+  ['integer', 'int'],
+  ['number', 'float'],
+  ['boolean', 'bool'],
+  ['null', NONE],
+  ['object', 'dict'],
+  ['array', 'list'],
+]);
 
 type SchemaObject = { readonly [keyword: string]: unknown };
 
@@ -141,7 +142,7 @@ function collectType(schema: SchemaObject, context: RenderContext): UnionMembers
   for (const type of types) {
     if (type === 'array') union.add(renderArray(schema, context));
     else if (type === 'object') union.add(renderObject(schema, context));
-    else union.add((typeof type === 'string' ? SIMPLE_TYPES[type] : undefined) ?? ANY);
+    else union.add((typeof type === 'string' ? SIMPLE_TYPES.get(type) : undefined) ?? ANY);
   }
   return union;
 }
@@ -196,7 +197,7 @@ function renderSchema(schema: unknown, context: RenderContext): string {
   ) {
     return collect(schema, context).render();
   }
-  if (schema.type !== 'array' && schema.type !== 'object') return SIMPLE_TYPES[schema.type] ?? ANY;
+  if (schema.type !== 'array' && schema.type !== 'object') return SIMPLE_TYPES.get(schema.type) ?? ANY;
   const inner: RenderContext = { shapes: context.shapes, shapeDepth: context.shapeDepth, depth: context.depth + 1 };
   return schema.type === 'array' ? renderArray(schema, inner) : renderObject(schema, inner);
 }

@@ -57,6 +57,17 @@ describe('pythonTypeOf', () => {
     expect(pythonTypeOf(undefined)).toBe('Any');
   });
 
+  // A schema's `type` comes from whoever defined the tool (an upstream MCP server among them): the names of an
+  // object's inherited members are unknown types like any other, not members found by a lookup.
+  it('uses Any for types named like inherited object members', () => {
+    for (const type of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf']) {
+      expect(pythonTypeOf({ type })).toBe('Any');
+      expect(pythonTypeOf({ type: [type, 'null'] })).toBe('Any');
+      expect(pythonTypeOf({ type: 'array', items: { type } })).toBe('list');
+      expect(pythonShapeOf({ type: 'object', properties: { value: { type } } })).toBe('{"value": Any}');
+    }
+  });
+
   it('infers objects and arrays from their keywords', () => {
     expect(pythonTypeOf({ properties: { a: {} } })).toBe('dict');
     expect(pythonTypeOf({ items: { type: 'string' } })).toBe('list[str]');
