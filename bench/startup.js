@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { POOL_REFILL_QUIET_MS } from '../dist/engine/supervise/warm-pool.js';
 import { createCodecall, defineTool } from '../dist/index.js';
 import { median, plainJsonEchoMicroseconds, timeSpawn } from './measure.js';
 
@@ -37,11 +38,12 @@ const FRESH_PROCESSES = 5;
 /** Calls of the 100 ms tool made at once by the parallel-call figures (here and in bench/run.js). */
 export const PARALLEL_CALLS = 100;
 /**
- * Least pause before each warm-pool run and its baselines, so the pool has replaced the interpreter the last run took
- * (the pause is longer when starting an interpreter takes longer here: see {@link poolRefillPause}); bench/run.js
- * pauses this long before its warm-pool runs and their baselines.
+ * Least pause before each warm-pool run and its baselines, so the pool has replaced the interpreter the last run took:
+ * it starts the replacement once the host has been quiet for POOL_REFILL_QUIET_MS, then the start takes its time (the
+ * pause is longer when starting an interpreter takes longer here: see {@link poolRefillPause}); bench/run.js pauses
+ * this long before its warm-pool runs and their baselines.
  */
-export const POOL_REFILL_PAUSE_MS = 150;
+export const POOL_REFILL_PAUSE_MS = POOL_REFILL_QUIET_MS + 150;
 /** How many times the start of a pooled interpreter the pause lasts, so no refill runs beside a measured run. */
 const POOL_REFILL_PAUSE_FACTOR = 2;
 /** Size of the pool of the back-to-back figure: each round runs this many scripts, one right after another. */
@@ -421,8 +423,9 @@ function timeCommand(command) {
 }
 
 /**
- * The pause before a warm-pool run: {@link POOL_REFILL_PAUSE_FACTOR} times what a cold run of the modules a pooled
- * interpreter imports takes here (at least {@link POOL_REFILL_PAUSE_MS}), so the refill after the last run is over.
+ * The pause before a warm-pool run: the pool's quiet time and {@link POOL_REFILL_PAUSE_FACTOR} times what a cold run of
+ * the modules a pooled interpreter imports takes here (at least {@link POOL_REFILL_PAUSE_MS}), so the refill after the
+ * last run is over.
  */
 async function poolRefillPause(codecall) {
   const starts = [];
@@ -431,7 +434,7 @@ async function poolRefillPause(codecall) {
     await codecall.execute('import asyncio, json, re');
     starts.push(performance.now() - started);
   }
-  return Math.max(POOL_REFILL_PAUSE_MS, POOL_REFILL_PAUSE_FACTOR * median(starts));
+  return Math.max(POOL_REFILL_PAUSE_MS, POOL_REFILL_QUIET_MS + POOL_REFILL_PAUSE_FACTOR * median(starts));
 }
 
 /** Runs a Node script of this folder in a fresh process and parses what it prints as JSON. */
