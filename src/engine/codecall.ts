@@ -19,6 +19,7 @@ import {
 import { CodecallPreparation, type PreparationExtras, type Prepared } from './codecall-preparation.js';
 import { launchInterpreter } from './launch/interpreter-launch.js';
 import { createRunId } from './launch/run-directory.js';
+import { countRunInFlight } from './launch/runs-in-flight.js';
 import { leftSavedOutputs, OutputsPruner } from './result/outputs-retention.js';
 import { RunTracking } from './run-tracking.js';
 import { checkCode, emptyCodeResult, isEmptyCode } from './supervise/check-code.js';
@@ -156,7 +157,7 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
       const { environment } = prepared;
       if (isEmptyCode(code)) return emptyCodeResult(environment.runner.isolation);
       // The pool starts no replacement right beside a run: it waits for a quiet moment (see WarmPool).
-      pool?.runStarting();
+      const endRunInFlight = countRunInFlight();
       // A run that threw may have left files: it counts as saving.
       let saved = true;
       try {
@@ -177,6 +178,7 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
         saved = leftSavedOutputs(result);
         return result;
       } finally {
+        endRunInFlight();
         pool?.runEnded();
         pruneSoon(prepared, saved);
       }

@@ -1,21 +1,31 @@
 /**
- * Cold and pooled runs of this process whose script is being supervised now, every codecall's together: the cleanup
- * of a run that has ended keeps the host's thread free while another run is in flight.
+ * Cold and pooled runs of this process, every codecall's together, from `execute` to its result: the cleanup of a run
+ * that has ended keeps the host's thread free while another run is in flight, and the warm pool starts replacements
+ * only once no run has started or ended for a while (see WarmPool).
  */
-let supervisedRuns = 0;
+let runsInFlight = 0;
+/** When a run last started or ended (`performance.now()`). */
+let lastRunEvent = 0;
 
 /** Counts a run as in flight until the returned function is called (once; later calls do nothing). */
 export function countRunInFlight(): () => void {
-  supervisedRuns += 1;
+  runsInFlight += 1;
+  lastRunEvent = performance.now();
   let ended = false;
   return () => {
     if (ended) return;
     ended = true;
-    supervisedRuns -= 1;
+    runsInFlight -= 1;
+    lastRunEvent = performance.now();
   };
 }
 
 /** Whether a run of this process is in flight. */
 export function isRunInFlight(): boolean {
-  return supervisedRuns > 0;
+  return runsInFlight > 0;
+}
+
+/** When a run of this process last started or ended (`performance.now()`; 0 before the first). */
+export function lastRunEventAt(): number {
+  return lastRunEvent;
 }

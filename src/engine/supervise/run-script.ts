@@ -6,7 +6,6 @@ import { writeToChannel } from '../../rpc/channel-end.js';
 import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import { type LaunchedInterpreter, launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
 import { createRunId } from '../launch/run-directory.js';
-import { countRunInFlight } from '../launch/runs-in-flight.js';
 import { finishResult, outputPathsOf } from '../result/finish-result.js';
 import { runFrame } from './hand-over.js';
 import { type RunEventListener, runEventsFor } from './run-events.js';
@@ -91,7 +90,6 @@ async function superviseRun(
   options: RunOptions,
   startedAt: number,
 ): Promise<ExecuteResult> {
-  const endRunInFlight = countRunInFlight();
   try {
     const { limits } = options;
     const outputPaths = outputPathsOf(environment.outputRoot, launched.runId);
@@ -120,7 +118,6 @@ async function superviseRun(
       runId: launched.runId,
     });
   } finally {
-    endRunInFlight();
     const cleanup = launched.release();
     if (options.deferCleanup !== undefined) {
       // The directory goes before the result (callers may rely on it); the runner's own cleanup may follow.

@@ -4,6 +4,7 @@ import { checkKnownKeys, knownKeys } from '../../core/option-checks.js';
 import { receiveFromChannel } from '../../rpc/channel-end.js';
 import { READY_NOTIFICATION } from '../../rpc/protocol.js';
 import type { LaunchedInterpreter, RunEnvironment } from '../launch/interpreter-launch.js';
+import { isRunInFlight, lastRunEventAt } from '../launch/runs-in-flight.js';
 
 /** Largest `pool.size` accepted. */
 export const MAX_POOL_SIZE = 64;
@@ -93,8 +94,8 @@ function isStarting(entry: PoolEntry): boolean {
 /**
  * Interpreters started ahead of time in their sandbox, each waiting (after the boot's preparation) for one script
  * over its channel. A run takes one, hands it the script with `$run`, and the pool starts a replacement once the host
- * is quiet: no run in flight and none started or ended for {@link POOL_REFILL_QUIET_MS} (or, beside runs in flight,
- * for {@link POOL_REFILL_BESIDE_RUNS_MS}), one interpreter at a time (the next once the last reported `$ready` or
+ * is quiet: no run of the process in flight and none started or ended for {@link POOL_REFILL_QUIET_MS} (or, beside
+ * runs in flight, for {@link POOL_REFILL_BESIDE_RUNS_MS}), one interpreter at a time (the next once the last reported `$ready` or
  * died). Starting one costs the host's thread a fork and the cores an
  * interpreter's start-up, as much as a cold run: done during runs made back to back, it slowed each of them to a cold
  * run's time, while a run that finds the pool empty merely starts cold. So under continuous load the pool stays
@@ -109,9 +110,6 @@ export class WarmPool {
   #environment: RunEnvironment | undefined;
   #failures = 0;
   #closed = false;
-  #runsInFlight = 0;
-  /** When the last run started or ended (`performance.now()`). */
-  #lastActivity = 0;
   #refillTimer: NodeJS.Timeout | undefined;
 
   constructor(options: WarmPoolOptions) {
@@ -148,20 +146,13 @@ export class WarmPool {
   }
 
   /**
-   * A run begins (pooled or not): the next refill waits until it has ended and the host has been quiet, or until it
-   * has lasted {@link POOL_REFILL_BESIDE_RUNS_MS} with no other run starting or ending.
+   * A run of this codecall has returned its result (counted by `countRunInFlight` from its start): the pool refills
+   * once the host has been quiet for {@link POOL_REFILL_QUIET_MS}.
    */
-  runStarting(): void {
-    this.#runsInFlight += 1;
-    this.#noteActivity();
-  }
-
-  /** A run has returned its result: the pool refills once the host has been quiet for {@link POOL_REFILL_QUIET_MS}. */
   runEnded(): void {
-    this.#runsInFlight = Math.max(0, this.#runsInFlight - 1);
     // Every run gives a failing pool another chance.
     if (this.#failures >= MAX_POOL_START_FAILURES) this.#failures = MAX_POOL_START_FAILURES - 1;
-    this.#noteActivity();
+    this.#scheduleRefill();
   }
 
   /**
@@ -200,26 +191,30 @@ export class WarmPool {
     await Promise.allSettled([...this.#launches]);
   }
 
-  #noteActivity(): void {
-    this.#lastActivity = performance.now();
-    this.#scheduleRefill();
+  /** How long the host must still be quiet before a refill: counted from the last start or end of a run of the process. */
+  #quietLeftMs(): number {
+    const quietMs = isRunInFlight() ? POOL_REFILL_BESIDE_RUNS_MS : POOL_REFILL_QUIET_MS;
+    return Math.max(0, lastRunEventAt() + quietMs - performance.now());
   }
 
-  /** Sets the refill's timer to the end of the quiet time the runs in flight ask for, counted from the last run event. */
+  /** Sets the refill's timer to the end of the quiet time the runs in flight ask for. */
   #scheduleRefill(): void {
     if (this.#closed || this.#options.size === 0 || this.#environment === undefined) return;
     clearTimeout(this.#refillTimer);
-    const quietMs = this.#runsInFlight === 0 ? POOL_REFILL_QUIET_MS : POOL_REFILL_BESIDE_RUNS_MS;
-    const waitMs = Math.max(0, this.#lastActivity + quietMs - performance.now());
     // Unreferenced: a pending refill does not keep a script's process alive.
-    this.#refillTimer = setTimeout(() => this.#refillOne(), waitMs).unref();
+    this.#refillTimer = setTimeout(() => this.#refillOne(), this.#quietLeftMs()).unref();
   }
 
-  /** Starts one replacement, unless one is still starting: its `$ready` or its end schedules the next. */
+  /** Starts one replacement, unless one is still starting (its `$ready` or its end schedules the next) or a run started
+   * or ended since the timer was set (it is set again). */
   #refillOne(): void {
     this.#refillTimer = undefined;
     const environment = this.#environment;
     if (this.#closed || environment === undefined) return;
+    if (this.#quietLeftMs() > 0) {
+      this.#scheduleRefill();
+      return;
+    }
     if (this.#entries.size >= this.#options.size || this.#failures >= MAX_POOL_START_FAILURES) return;
     for (const entry of this.#entries) if (isStarting(entry)) return;
     this.#start(environment);
