@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { defineTool } from '../../src/tools/define-tool.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
+import { sleep } from '../support/sample-tools.js';
 
 const codecallWith = useCodecalls();
 
@@ -17,7 +18,7 @@ describe('a script waiting for a reply', () => {
         description: 'Answers after a few milliseconds.',
         inputSchema: { type: 'object', properties: {} },
         execute: async () => {
-          await new Promise((resolve) => setTimeout(resolve, SLOW_TOOL_MILLISECONDS));
+          await sleep(SLOW_TOOL_MILLISECONDS);
           return 1;
         },
       }),

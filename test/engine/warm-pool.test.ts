@@ -89,12 +89,7 @@ describe('the warm pool', () => {
       const used = new Set<number>([Number((await codecall.execute(printPid)).stdout)]);
       for (let run = 0; run < 4; run += 1) {
         // The two waiting interpreters, told apart from the used ones that may still be on their way out.
-        let waiting: number[] = [];
-        for (let waited = 0; waited < 10_000; waited += 50) {
-          waiting = processesIn(runs).filter((pid) => !used.has(pid));
-          if (waiting.length === 2) break;
-          await sleep(50);
-        }
+        const waiting = await waitingInterpreters(runs, used, 2);
         expect(waiting).toHaveLength(2);
         const result = await codecall.execute(printPid);
         expect(result.status).toBe('success');
