@@ -341,29 +341,35 @@ class _Channel:
         """Reads the next chunk into `view` for a lone caller of `method`: while that tool's replies have been coming
         quickly, polls for up to _REPLY_POLL_NANOSECONDS first; then sleeps in a blocking read. Returns the bytes read
         (0 at the end)."""
-        descriptor = self._descriptor
         started = _clock()
         slow_methods = self._slow_methods
         if method not in slow_methods:
-            if not self._nonblocking:
-                posix.set_blocking(descriptor, False)
-                self._nonblocking = True
-            deadline = started + _REPLY_POLL_NANOSECONDS
-            while True:
-                try:
-                    return posix.readv(descriptor, [view])
-                except BlockingIOError:
-                    if _clock() > deadline:
-                        break
-                    # Whatever else is runnable here (the host serving other scripts, say) goes first: polling stays
-                    # off the critical path of a busy machine.
-                    _yield_processor()
+            count = self._poll_read(view, started + _REPLY_POLL_NANOSECONDS)
+            if count is not None:
+                return count
         count = self._read_blocking(view)
         if _clock() - started > _REPLY_POLL_NANOSECONDS:
             slow_methods.add(method)
         else:
             slow_methods.discard(method)
         return count
+
+    def _poll_read(self, view, deadline):
+        """Reads into `view` without sleeping, polling until `deadline` (a _clock() value); returns the bytes read, or
+        None when nothing came by then."""
+        descriptor = self._descriptor
+        if not self._nonblocking:
+            posix.set_blocking(descriptor, False)
+            self._nonblocking = True
+        while True:
+            try:
+                return posix.readv(descriptor, [view])
+            except BlockingIOError:
+                if _clock() > deadline:
+                    return None
+                # Whatever else is runnable here (the host serving other scripts, say) goes first: polling stays off
+                # the critical path of a busy machine.
+                _yield_processor()
 
     def _read_blocking(self, view):
         if self._nonblocking:
@@ -499,26 +505,16 @@ class _Channel:
         for up to _REST_POLL_NANOSECONDS (yielding the processor between polls) before it sleeps: a reader that slept
         again would be woken once more per chunk. Replies to several threads queue up on the host behind a full
         socket, and polling would take the processor the host needs to write them: their reader sleeps at once."""
-        descriptor = self._descriptor
         view = memoryview(self._buffer)
+        polling = alone
+        deadline = _clock() + _REST_POLL_NANOSECONDS
         try:
-            if alone and not self._nonblocking:
-                posix.set_blocking(descriptor, False)
-                self._nonblocking = True
-            elif not alone and self._nonblocking:
-                self._set_blocking()
-            deadline = _clock() + _REST_POLL_NANOSECONDS
             while end < size:
-                if not self._nonblocking:
-                    self._wait_readable()
                 try:
-                    count = posix.readv(descriptor, [view[end:]])
-                except BlockingIOError:
-                    if _clock() > deadline:
-                        self._set_blocking()
-                    else:
-                        _yield_processor()
-                    continue
+                    count = self._poll_read(view[end:], deadline) if polling else None
+                    if count is None:
+                        polling = False
+                        count = self._read_blocking(view[end:])
                 except InterruptedError:
                     continue
                 except OSError as error:
@@ -528,9 +524,6 @@ class _Channel:
                     self._fail_all("the tool channel was closed by the host (the run has ended)")
                     return None
                 end += count
-        except OSError as error:
-            self._fail_all("the tool channel failed (%s)" % error)
-            return None
         finally:
             view.release()
         return end
