@@ -343,17 +343,8 @@ _PLAIN_CELL_DONE_FRAME = (
 )
 
 
-def _json_string_encoder():
-    # The C encoder of JSON strings the channel uses, keeping non-ASCII text as it is; None without `_json`.
-    try:
-        from _json import encode_basestring
-    except ImportError:
-        return None
-    return encode_basestring
-
-
 def _send_cell_done(channel, done, encode_string):
-    if done["exception"] is not None or encode_string is None:
+    if done["exception"] is not None:
         channel.notify(CELL_DONE_NOTIFICATION, done)
         return
     output = done.get("output")
@@ -400,7 +391,8 @@ def main():
     _thread.start_new_thread(_watch_interrupts, (interrupts, _thread.get_ident()))
     namespace = module.__dict__
     frame_bytes = channel._max_frame_bytes
-    encode_string = _json_string_encoder()
+    # The channel's own encoder of JSON strings (the C one when there is one), keeping non-ASCII text as it is.
+    encode_string = channel._encode_string
     while True:
         try:
             message = channel.next_notification()
