@@ -22,11 +22,21 @@ export const PRINTED_LINES = 50_000;
 export const PRINTED_LINE_BYTES = 100;
 /** Calls of the small-file and echo loops. */
 const SMALL_CALLS = 1_000;
+/** Calls of the loops reading one 100 KB file (of short lines, of text lines). */
+const WHOLE_FILE_CALLS = 200;
+/** The short-lines file: numbers as a CSV has them, one short line after another, as large as a batch file. */
+const SHORT_LINES_FILE = 'numbers.csv';
 /** Threads of the parallel variant of the batch. */
 const BATCH_THREADS = 8;
 
 // One line of text with a few multi-byte characters, as source files and logs have.
 const TEXT_LINE = 'const value = compute(input, { mode: "fast", label: "étiquette" }); // keeps the état as is\n';
+
+function shortLinesText() {
+  let text = '';
+  for (let row = 0; Buffer.byteLength(text) < BATCH_FILE_BYTES; row += 1) text += `${row},${row % 97}\n`;
+  return text;
+}
 
 function batchText() {
   const lines = Math.floor(BATCH_FILE_BYTES / Buffer.byteLength(TEXT_LINE));
@@ -73,15 +83,17 @@ from tools import echo, read_file
 for _ in range(100):
     read_file(path="small.txt")
     echo(value=1)
-def timed(call):
+def timed(call, calls=${SMALL_CALLS}):
     start = time.perf_counter()
-    for _ in range(${SMALL_CALLS}):
+    for _ in range(calls):
         call()
-    return (time.perf_counter() - start) / ${SMALL_CALLS} * 1e6
-figures = {"read": [], "echo": []}
+    return (time.perf_counter() - start) / calls * 1e6
+figures = {"read": [], "echo": [], "shortLines": [], "textLines": []}
 for _ in range(3):
     figures["read"].append(timed(lambda: read_file(path="small.txt")))
     figures["echo"].append(timed(lambda: echo(value=1)))
+    figures["shortLines"].append(timed(lambda: read_file(path="${SHORT_LINES_FILE}"), ${WHOLE_FILE_CALLS}))
+    figures["textLines"].append(timed(lambda: read_file(path="batch/f000.txt"), ${WHOLE_FILE_CALLS}))
 print(json.dumps({key: sorted(values)[1] for key, values in figures.items()}))
 `;
 /**
@@ -175,6 +187,7 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
     writeFileSync(join(workspace, 'batch', `f${String(index).padStart(3, '0')}.txt`), text);
   }
   writeFileSync(join(workspace, 'small.txt'), '123456789\n');
+  writeFileSync(join(workspace, SHORT_LINES_FILE), shortLinesText());
   const largeText = TEXT_LINE.repeat(Math.ceil(LARGE_RESULT_BYTES / TEXT_LINE.length)).slice(0, LARGE_RESULT_BYTES);
   const codecall = createCodecall({
     sandbox: 'none',
@@ -256,11 +269,10 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
   }
 
   async function measureSmall() {
-    const small = { read: [], echo: [] };
+    const small = { read: [], echo: [], shortLines: [], textLines: [] };
     for (let round = 0; round < rounds; round += 1) {
       const figures = JSON.parse(await run(SMALL_SCRIPT));
-      small.read.push(figures.read);
-      small.echo.push(figures.echo);
+      for (const key of Object.keys(small)) small[key].push(figures[key]);
     }
     rows.push({
       figure: 'read_file of a 10-byte file',
@@ -268,6 +280,14 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
       value: median(small.read),
       baseline: median(small.echo),
       baselineName: 'echo tool call',
+    });
+    // A file of short lines costs read_file's line count more per byte than text does.
+    rows.push({
+      figure: `read_file of a ${BATCH_FILE_BYTES / 1024} KB file of short lines (a CSV of numbers)`,
+      unit: 'µs',
+      value: median(small.shortLines),
+      baseline: median(small.textLines),
+      baselineName: `read_file of a ${BATCH_FILE_BYTES / 1024} KB file of text lines`,
     });
   }
 
