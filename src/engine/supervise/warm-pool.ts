@@ -4,7 +4,7 @@ import { checkKnownKeys, knownKeys } from '../../core/option-checks.js';
 import { receiveFromChannel } from '../../rpc/channel-end.js';
 import { READY_NOTIFICATION } from '../../rpc/protocol.js';
 import type { LaunchedInterpreter, RunEnvironment } from '../launch/interpreter-launch.js';
-import { isRunInFlight, lastRunEventAt } from '../launch/runs-in-flight.js';
+import { isRunInFlight, millisecondsSinceRunEvent } from '../launch/runs-in-flight.js';
 
 /** Largest `pool.size` accepted. */
 export const MAX_POOL_SIZE = 64;
@@ -194,7 +194,7 @@ export class WarmPool {
   /** How long the host must still be quiet before a refill: counted from the last start or end of a run of the process. */
   #quietLeftMs(): number {
     const quietMs = isRunInFlight() ? POOL_REFILL_BESIDE_RUNS_MS : POOL_REFILL_QUIET_MS;
-    return Math.max(0, lastRunEventAt() + quietMs - performance.now());
+    return Math.max(0, quietMs - millisecondsSinceRunEvent());
   }
 
   /** Sets the refill's timer to the end of the quiet time the runs in flight ask for. */
