@@ -371,6 +371,7 @@ def main():
     # CPU time is limited per cell (see _cell_cpu_limit); the other limits hold for the whole session.
     _boot.apply_limits(skip=("cpu",))
     _boot.install_builtins()
+    _boot.keep_freed_heap()
     _boot.buffer_output()
     _boot.start_output_flusher()
     interrupts = _take_interrupt_pipe()

@@ -22,6 +22,7 @@ from codecall_boot import (
     BootVariable,
     ChannelErrorCode,
     flush_output,
+    keep_freed_heap,
 )
 from codecall_boot import _IMAGE_SUFFIXES
 
@@ -44,8 +45,6 @@ _READ_BYTES = 1 << 16
 # costs no fresh memory (on a VM, a new page can take tens of µs to fault in); one larger than this (with its raw text)
 # grows the buffer for itself, which then drops back to _READ_BYTES.
 _KEPT_BUFFER_BYTES = 2 << 20
-# Blocks up to this size are taken from the heap, whose free top is kept up to twice this size (see _keep_freed_heap).
-_HEAP_BLOCK_BYTES = 2 << 20
 _clock = time.perf_counter_ns
 _yield_processor = getattr(posix, "sched_yield", lambda: None)
 
@@ -128,7 +127,8 @@ class _Channel:
         self._async_waiting = 0
         # Whether the last call made was asynchronous: its reader thread then waits a while for the next one.
         self._async_recent = False
-        _keep_freed_heap()
+        # Done by the boot before the script ran; here for a runtime loaded without it.
+        keep_freed_heap()
         # What was read and not yet handed out (the start of a frame, or of the next ones) is `_buffer[:_buffered]`.
         self._buffer = bytearray(_READ_BYTES)
         self._buffered = 0
@@ -697,18 +697,6 @@ def _fill_raw_text(reply, segments, data, position):
         elif type(result) is dict and type(key) is str:
             result[key] = text
     return position
-
-
-def _keep_freed_heap():
-    """Makes glibc's malloc keep freed memory for the next blocks instead of handing it back to the kernel at once.
-
-    By default it gives the top of its heap back as soon as 128 KiB of it are free, and maps every block over 128 KiB
-    by itself: the text of a 100 KB reply, decoded and then dropped by the script, took fresh pages on every call, each
-    a page fault (tens of µs on a VM), often more time than the call itself. Freeing a block that malloc mapped by
-    itself raises both thresholds (mallopt(3): the mapping threshold to the block's size, the trimming one to twice
-    that); the block is never written, so this costs a mapping and its removal. Another allocator ignores it.
-    """
-    bytes(_HEAP_BLOCK_BYTES)
 
 
 def _resolve_future(future, reply):
