@@ -202,13 +202,18 @@ print('tool calls and cells…');
 /** A script that calls `echo` `calls` times in a row (after a warm-up) and prints µs per call. */
 const sequentialCalls = (calls) =>
   `import time\nfrom tools import echo\nfor i in range(200):\n    echo(value=i)\nstart = time.perf_counter()\nfor i in range(${calls}):\n    echo(value=i)\nprint((time.perf_counter() - start) / ${calls} * 1e6)`;
+/** The same calls awaited one after another through `tools.aio` (the runtime reads their replies in a thread). */
+const awaitedCalls = (calls) =>
+  `import asyncio, time\nimport tools.aio as aio\nasync def main():\n    for i in range(200):\n        await aio.echo(value=i)\n    start = time.perf_counter()\n    for i in range(${calls}):\n        await aio.echo(value=i)\n    return (time.perf_counter() - start) / ${calls} * 1e6\nprint(asyncio.run(main()))`;
 const roundTrips = [];
+const awaitedRoundTrips = [];
 const listenedRoundTrips = [];
 const echoes = [];
 /** A listener that does nothing: what is measured is the cost of producing the events. */
 const ignoreEvent = () => {};
 for (let run = 0; run < CALL_ROUNDS; run += 1) {
   roundTrips.push(Number(expectSuccess(await codecall.execute(sequentialCalls(CALLS))).stdout));
+  awaitedRoundTrips.push(Number(expectSuccess(await codecall.execute(awaitedCalls(CALLS))).stdout));
   listenedRoundTrips.push(
     Number(expectSuccess(await codecall.execute(sequentialCalls(CALLS), { onEvent: ignoreEvent })).stdout),
   );
@@ -262,6 +267,13 @@ row({
   baselineName: 'plain JSON echo',
   target: '≤ 60 µs and ≤ echo',
   met: median(roundTrips) <= 60 && median(roundTrips) <= median(echoes),
+});
+row({
+  figure: 'sequential tool call awaited through tools.aio',
+  unit: 'µs',
+  value: median(awaitedRoundTrips),
+  baseline: median(roundTrips),
+  baselineName: 'sequential tool call',
 });
 row({
   figure: 'sequential tool call with a no-op onEvent listener',
