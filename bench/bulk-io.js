@@ -54,11 +54,16 @@ def plain_one(path):
 /** The script of the batch: passes of plain reads and of read_file, alternating, then one line of JSON figures. */
 function batchScript(passes) {
   return `
-import json, time
+import asyncio, json, time
 from concurrent.futures import ThreadPoolExecutor
 from tools import read_file
+import tools.aio as aio
 ${PLAIN_READS}def tool_one(name):
     return read_file(path=name)["content"]
+async def gathered():
+    async def one(name):
+        return utf8((await aio.read_file(path=name))["content"])
+    return sum(await asyncio.gather(*(one(name) for name in names)))
 def timed(function):
     start = time.perf_counter()
     total = function()
@@ -67,12 +72,13 @@ def timed(function):
     return elapsed
 utf8 = lambda text: len(text.encode())
 pool = ThreadPoolExecutor(${BATCH_THREADS})
-passes = {"plain": [], "tool": [], "plainThreads": [], "toolThreads": []}
+passes = {"plain": [], "tool": [], "plainThreads": [], "toolThreads": [], "toolGather": []}
 for _ in range(${passes}):
     passes["plain"].append(timed(lambda: sum(utf8(plain_one(path)) for path in names)))
     passes["tool"].append(timed(lambda: sum(utf8(tool_one(name)) for name in names)))
     passes["plainThreads"].append(timed(lambda: sum(map(utf8, pool.map(plain_one, names)))))
     passes["toolThreads"].append(timed(lambda: sum(map(utf8, pool.map(tool_one, names)))))
+    passes["toolGather"].append(timed(lambda: asyncio.run(gathered())))
 print(json.dumps({key: sorted(values)[len(values) // 2] for key, values in passes.items()}))
 `;
 }
@@ -229,7 +235,7 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
 
   async function measureReads() {
     print('bulk reads…');
-    const batch = { plain: [], tool: [], plainThreads: [], toolThreads: [] };
+    const batch = { plain: [], tool: [], plainThreads: [], toolThreads: [], toolGather: [] };
     const bare = [];
     for (let round = 0; round < rounds; round += 1) {
       const figures = JSON.parse(await run(batchScript(3)));
@@ -265,6 +271,14 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
       value: rate(batch.toolThreads),
       baseline: rate(batch.plainThreads),
       baselineName: `plain Python reads, ${BATCH_THREADS} threads`,
+    });
+    rows.push({
+      figure: `${BATCH_FILES} files × ${BATCH_FILE_BYTES / 1024} KB through tools.aio.read_file, one asyncio.gather`,
+      unit: 'MB/s',
+      digits: 0,
+      value: rate(batch.toolGather),
+      baseline: rate(batch.plain),
+      baselineName: 'plain Python reads of the same files',
     });
   }
 
