@@ -1,21 +1,59 @@
 /**
+ * Idle buffers of one size, kept for whichever {@link ReplyBufferPool} lends one next: one list may serve every server
+ * of the process, so a run finds the buffers the runs before it faulted in, and a burst finds those of the burst
+ * before it.
+ */
+export class IdleBufferList {
+  /** Bytes of each buffer. */
+  readonly bufferBytes: number;
+  readonly #maxBuffers: number;
+  readonly #buffers: Buffer[] = [];
+
+  /** Keeps at most `maxBuffers` buffers of `bufferBytes` bytes each. */
+  constructor(bufferBytes: number, maxBuffers: number) {
+    this.bufferBytes = bufferBytes;
+    this.#maxBuffers = maxBuffers;
+  }
+
+  /** Buffers kept now. */
+  get size(): number {
+    return this.#buffers.length;
+  }
+
+  /** The buffer kept last (its pages most likely still in the cache), or none. */
+  take(): Buffer | undefined {
+    return this.#buffers.pop();
+  }
+
+  /** Keeps a buffer nothing refers to any more, unless the list is full (it is then left to the collector). */
+  keep(buffer: Buffer): void {
+    if (this.#buffers.length < this.#maxBuffers) this.#buffers.push(buffer);
+  }
+}
+
+/** Someone waiting for a buffer (see {@link ReplyBufferPool.waitFor}): called with it, now lent to them. */
+export type BufferWaiter = (buffer: Buffer) => void;
+
+/**
  * Buffers of one size that a tool-call server lends to built-in tools reading into them (see `BufferedRead`) and takes
  * back once its socket has taken every byte of the reply: the next read reuses memory already in place. A fresh
  * buffer per read costs page faults (several µs each on a VM) and garbage collections of the whole heap driven by
- * the memory held outside it, more than reading the file itself.
+ * the memory held outside it, more than reading the file itself. At most `maxLentBuffers` are lent at once; past
+ * that, whoever wants one waits for one given back, in order.
  */
 export class ReplyBufferPool {
-  readonly #bufferBytes: number;
-  readonly #maxIdleBuffers: number;
-  readonly #idle: Buffer[] = [];
+  readonly #idle: IdleBufferList;
+  readonly #maxLentBuffers: number;
   /** Buffers lent and not given back yet. */
   readonly #lent = new Set<Buffer>();
+  /** Who waits for a buffer, oldest first (a Set keeps the order and forgets a waiter that stops waiting at once). */
+  readonly #waiters = new Set<BufferWaiter>();
   #closed = false;
 
-  /** Buffers of `bufferBytes` bytes each; at most `maxIdleBuffers` are kept while unused. */
-  constructor(bufferBytes: number, maxIdleBuffers: number) {
-    this.#bufferBytes = bufferBytes;
-    this.#maxIdleBuffers = maxIdleBuffers;
+  /** Lends at most `maxLentBuffers` buffers at once, taken from and given back to `idle`. */
+  constructor(idle: IdleBufferList, maxLentBuffers: number) {
+    this.#idle = idle;
+    this.#maxLentBuffers = maxLentBuffers;
   }
 
   /** Buffers lent and not given back yet. */
@@ -23,25 +61,57 @@ export class ReplyBufferPool {
     return this.#lent.size;
   }
 
-  /** A buffer nothing else uses until it is given back (its old bytes still in it), reused or new. */
-  take(): Buffer {
-    const buffer = this.#idle.pop() ?? Buffer.allocUnsafeSlow(this.#bufferBytes);
+  /** Waiters that have no buffer yet. */
+  get waiters(): number {
+    return this.#waiters.size;
+  }
+
+  /**
+   * A buffer nothing else uses until it is given back (its old bytes still in it), reused or new; none when
+   * `maxLentBuffers` are lent already, or someone waits for one before the caller (see {@link waitFor}).
+   */
+  take(): Buffer | undefined {
+    if (this.#lent.size >= this.#maxLentBuffers || this.#waiters.size > 0) return undefined;
+    const buffer = this.#idle.take() ?? Buffer.allocUnsafeSlow(this.#idle.bufferBytes);
     this.#lent.add(buffer);
     return buffer;
   }
 
   /**
-   * Takes back a buffer from {@link take} that nothing reads or writes any more; it may be lent again at once. A
-   * buffer given back twice, or not lent by this pool, is ignored.
+   * Calls `waiter` with the next buffer given back, after those who waited before it; until then {@link cancel} stops
+   * the wait. Waiters are dropped, never called, once the pool is closed.
    */
-  give(buffer: Buffer): void {
-    if (!this.#lent.delete(buffer)) return;
-    if (!this.#closed && this.#idle.length < this.#maxIdleBuffers) this.#idle.push(buffer);
+  waitFor(waiter: BufferWaiter): void {
+    if (!this.#closed) this.#waiters.add(waiter);
   }
 
-  /** Drops the idle buffers for good (the server ended): buffers given back later are not kept either. */
+  /** Stops a wait of {@link waitFor} (it never gets a buffer); a waiter that was called or never waited is ignored. */
+  cancel(waiter: BufferWaiter): void {
+    this.#waiters.delete(waiter);
+  }
+
+  /**
+   * Takes back a buffer from {@link take} (or handed to a waiter) that nothing reads or writes any more: the oldest
+   * waiter gets it at once, else it goes back to the idle list. A buffer given back twice, or not lent by this pool, is
+   * ignored.
+   */
+  give(buffer: Buffer): void {
+    if (!this.#lent.delete(buffer) || this.#closed) return;
+    for (const waiter of this.#waiters) {
+      this.#waiters.delete(waiter);
+      this.#lent.add(buffer);
+      waiter(buffer);
+      return;
+    }
+    this.#idle.keep(buffer);
+  }
+
+  /**
+   * Ends the pool (the server ended): waiters are dropped, and buffers given back from now on (by a read still
+   * running, or a write its destroyed socket dropped) are left to the collector, not kept for other servers.
+   */
   close(): void {
     this.#closed = true;
-    this.#idle.length = 0;
+    this.#waiters.clear();
   }
 }

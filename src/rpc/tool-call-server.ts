@@ -21,7 +21,7 @@ import {
   type ScriptExceptionReport,
 } from './protocol.js';
 import { splitRawText } from './raw-text.js';
-import { ReplyBufferPool } from './reply-buffers.js';
+import { type BufferWaiter, IdleBufferList, ReplyBufferPool } from './reply-buffers.js';
 
 /** Calls past the limit the script may keep making (each refused) before the run is stopped as a flood. */
 export const TOOL_CALL_FLOOD_ALLOWANCE = 1_000;
@@ -108,13 +108,21 @@ const SUCCESS_WITHOUT_BYTES: CallEnd = {};
 const REPLY_ENVELOPE_BYTES = 64;
 /** Most bytes one UTF-16 code unit of a string takes in UTF-8 (a surrogate pair: 4 bytes for 2 units). */
 const MAX_UTF8_BYTES_PER_CODE_UNIT = 3;
-/** Read buffers a server keeps for reuse between calls. */
-const MAX_IDLE_REPLY_BUFFERS = 4;
 /**
- * Read buffers a server lends at once (to calls running, or to replies the socket has not taken yet); past it, calls
- * read into fresh memory, so a script that leaves its replies unread cannot make the host hold more than this many.
+ * Read buffers a server lends at once (to calls running, or to replies the socket has not taken yet); past it, a
+ * buffered read waits, still in flight and under its timeout, for a buffer given back. So a script that leaves its
+ * replies unread makes the host hold at most this many (4 MiB) for the reads of its run, and a burst of reads reuses
+ * them instead of reading into fresh memory.
  */
-const MAX_LENT_REPLY_BUFFERS = 16;
+export const MAX_LENT_REPLY_BUFFERS = 16;
+/**
+ * Read buffers the process keeps while no server lends them (4 MiB, of which only the pages reads touched are
+ * resident): enough for the next burst of a run, or the next run, to find a whole lent set already faulted in.
+ */
+export const MAX_IDLE_REPLY_BUFFERS = MAX_LENT_REPLY_BUFFERS;
+
+// One idle list for every server of the process: a run's first burst reuses the buffers of the runs before it.
+const idleReplyBuffers = new IdleBufferList(LENT_BUFFER_BYTES, MAX_IDLE_REPLY_BUFFERS);
 
 /** What one run (or one session cell) may spend on tool calls; see {@link ToolCallServer.startBudget}. */
 export interface ToolCallBudget {
@@ -135,6 +143,8 @@ interface ActiveCall {
   /** When it started (`performance.now()` ms). */
   startedAt: number;
   done: boolean;
+  /** Set while a buffered read waits for a lent buffer (see {@link ReplyBufferPool.waitFor}). */
+  bufferWaiter: BufferWaiter | undefined;
   /** The server's {@link RunEpoch} value when the call came: the run or cell it belongs to. */
   readonly epoch: number;
 }
@@ -232,7 +242,7 @@ export class ToolCallServer {
     this.#options = options;
     this.#budget = options;
     this.#replyBuffers =
-      options.socket instanceof Socket ? new ReplyBufferPool(LENT_BUFFER_BYTES, MAX_IDLE_REPLY_BUFFERS) : undefined;
+      options.socket instanceof Socket ? new ReplyBufferPool(idleReplyBuffers, MAX_LENT_REPLY_BUFFERS) : undefined;
     this.#splitter = new LineSplitter(
       { maxFrameBytes: options.maxFrameBytes, maxNestingDepth: MAX_JSON_NESTING_DEPTH },
       {
@@ -307,6 +317,7 @@ export class ToolCallServer {
     for (const call of calls) {
       if (call.done) continue;
       call.done = true;
+      this.#stopWaitingForBuffer(call);
       call.controller?.abort(new Error(message));
       const error = `${call.tool.descriptor.name}: ${message}`;
       this.#reply(encodeErrorReply(call.id, ChannelErrorCode.runEnded, error));
@@ -411,6 +422,7 @@ export class ToolCallServer {
       deadline: undefined,
       startedAt: 0,
       done: false,
+      bufferWaiter: undefined,
       epoch: this.#epoch.value,
     };
     const running = this.#inFlight.size - this.#queue.length;
@@ -526,8 +538,20 @@ export class ToolCallServer {
   #run(call: ActiveCall, args: unknown, context: CallContext): void {
     const bufferedRead = call.tool.bufferedRead;
     const pool = this.#replyBuffers;
-    if (bufferedRead !== undefined && pool !== undefined && pool.lentBuffers < MAX_LENT_REPLY_BUFFERS) {
-      this.#runBuffered(call, args, context, bufferedRead, pool);
+    if (bufferedRead !== undefined && pool !== undefined) {
+      const buffer = pool.take();
+      if (buffer !== undefined) {
+        this.#runBuffered(call, args, context, bufferedRead, pool, buffer);
+        return;
+      }
+      const waiter: BufferWaiter = (lent) => {
+        call.bufferWaiter = undefined;
+        // Every end of a call cancels its wait first; should one not, its buffer goes on to the next waiter.
+        if (call.done) pool.give(lent);
+        else this.#runBuffered(call, args, context, bufferedRead, pool, lent);
+      };
+      call.bufferWaiter = waiter;
+      pool.waitFor(waiter);
       return;
     }
     let pending: Promise<unknown>;
@@ -554,8 +578,8 @@ export class ToolCallServer {
     context: CallContext,
     bufferedRead: BufferedRead,
     pool: ReplyBufferPool,
+    buffer: Buffer,
   ): void {
-    const buffer = pool.take();
     let pending: Promise<BufferedReadResult>;
     try {
       pending = bufferedRead(args as Record<string, unknown>, context, buffer);
@@ -661,11 +685,20 @@ export class ToolCallServer {
       return;
     }
     call.done = true;
+    this.#stopWaitingForBuffer(call);
     this.#inFlight.delete(call.id);
     this.#reply(frame, written);
     this.#reportEnd(call, end);
     const next = this.#queue.shift();
     if (next !== undefined) this.#start(next);
+  }
+
+  // A call that ends (timed out, or its run or cell ended) while its read waits for a buffer never gets one.
+  #stopWaitingForBuffer(call: ActiveCall): void {
+    const waiter = call.bufferWaiter;
+    if (waiter === undefined) return;
+    call.bufferWaiter = undefined;
+    this.#replyBuffers?.cancel(waiter);
   }
 
   #reportEnd(call: ActiveCall, end: CallEnd): void {

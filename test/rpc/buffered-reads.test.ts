@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openDirectChannel } from '../../src/rpc/channel-end.js';
-import { RAW_TEXT_FIELD } from '../../src/rpc/protocol.js';
-import { ToolCallServer } from '../../src/rpc/tool-call-server.js';
-import { LENT_BUFFER_BYTES } from '../../src/tools/buffered-read.js';
+import { ChannelErrorCode, RAW_TEXT_FIELD } from '../../src/rpc/protocol.js';
+import { MAX_LENT_REPLY_BUFFERS, ToolCallServer } from '../../src/rpc/tool-call-server.js';
+import { bufferedReadOf, defineBufferedRead, LENT_BUFFER_BYTES } from '../../src/tools/buffered-read.js';
 import { createFileTools } from '../../src/tools/builtin-files.js';
 import { createToolRegistry, registerTool } from '../../src/tools/registry.js';
 
@@ -60,7 +60,7 @@ afterEach(async () => {
 interface Reply {
   readonly id: number;
   readonly result?: Record<string, unknown>;
-  readonly error?: { readonly message: string };
+  readonly error?: { readonly code: number; readonly message: string };
 }
 
 /** Parses every complete reply in `bytes`; returns them and the bytes left over. */
@@ -87,6 +87,13 @@ function parseReplies(bytes: Buffer): { replies: Reply[]; rest: Buffer } {
   return { replies, rest };
 }
 
+/** How {@link connect} sets up its server. */
+interface ConnectOptions {
+  readonly toolCallTimeoutMs?: number;
+  /** Called with each buffer the server lends to a read of read_file, as the read starts. */
+  readonly onBufferedRead?: (buffer: Buffer) => void;
+}
+
 /**
  * A tool-call server with the file tools on the host end of a real Unix socket (as a stream, or as the direct channel
  * a run's interpreter gets), and the script's end.
@@ -94,8 +101,20 @@ function parseReplies(bytes: Buffer): { replies: Reply[]; rest: Buffer } {
 async function connect(
   direct: boolean,
   onCallEnd: () => void,
+  options: ConnectOptions = {},
 ): Promise<{ host: Duplex; script: Socket; toolServer: ToolCallServer }> {
-  const registry = createToolRegistry(createFileTools({ workspace }).map((tool) => registerTool(tool)));
+  const fileTools = createFileTools({ workspace });
+  const onBufferedRead = options.onBufferedRead;
+  const readFile = fileTools.find((tool) => tool.name === 'read_file');
+  const read = readFile === undefined ? undefined : bufferedReadOf(readFile);
+  if (onBufferedRead !== undefined && readFile !== undefined && read !== undefined) {
+    // Watches the real read (it still does the reading) before the tool is registered, which takes its read along.
+    defineBufferedRead(readFile, (args, context, buffer) => {
+      onBufferedRead(buffer);
+      return read(args, context, buffer);
+    });
+  }
+  const registry = createToolRegistry(fileTools.map((tool) => registerTool(tool)));
   const listening = createServer();
   server = listening;
   const accepted = new Promise<Socket>((resolve) => listening.once('connection', resolve));
@@ -110,9 +129,9 @@ async function connect(
     runId: 'run-1',
     artifactsDir: join(base, 'artifacts'),
     maxToolCalls: 1_000,
-    toolCallTimeoutMs: 30_000,
+    toolCallTimeoutMs: options.toolCallTimeoutMs ?? 30_000,
     maxFrameBytes: 16 * 1024 * 1024,
-    maxConcurrentToolCalls: 16,
+    maxConcurrentToolCalls: 64,
     onCallEnd,
   });
   toolServers.push(toolServer);
@@ -143,35 +162,160 @@ describe.each([
   it('are not lent again while the replies holding their bytes still wait to be written', async () => {
     expect(FILE_BYTES + 1).toBeLessThanOrEqual(LENT_BUFFER_BYTES);
     let ended = 0;
-    let allEnded: () => void = () => {};
-    const everyCallEnded = new Promise<void>((resolve) => {
-      allEnded = resolve;
+    let lentSetEnded: () => void = () => {};
+    const everyBufferLent = new Promise<void>((resolve) => {
+      lentSetEnded = resolve;
     });
     const { host, script } = await connect(direct, () => {
       ended += 1;
-      if (ended === FILES * 2) allEnded();
+      if (ended === MAX_LENT_REPLY_BUFFERS) lentSetEnded();
     });
-    // The script reads nothing until every call has been answered: most replies wait in the host's socket, holding
-    // the buffers they were read into. There are more calls than the 16 buffers a server lends at once: the calls
-    // past that read into fresh memory.
+    // The script reads nothing until every buffer the server lends has been read into: most replies wait in the
+    // host's socket, holding the buffers they were read into. There are more calls than buffers: the calls past them
+    // wait for a buffer the socket gives back, which must not be one whose reply still waits.
     script.pause();
-    for (let index = 0; index < FILES * 2; index += 1) {
-      script.write(
-        `${JSON.stringify({ id: index + 1, method: 'read_file', params: { path: `f${index % FILES}.txt` } })}\n`,
-      );
-    }
-    await everyCallEnded;
+    sendReads(script, FILES * 2);
+    await everyBufferLent;
     expect(host.writableLength).toBeGreaterThan(FILE_BYTES * 4);
     const replies = readReplies(script, FILES * 2);
     script.resume();
     const received = await replies;
     expect(received.map((reply) => reply.id)).toEqual(Array.from({ length: FILES * 2 }, (_, index) => index + 1));
-    for (const reply of received) {
-      expect(reply.error).toBeUndefined();
-      const index = (reply.id - 1) % FILES;
-      // Compared without printing 200 KB on failure.
-      expect(reply.result?.content === expected[index], `content of reply ${reply.id}`).toBe(true);
-      expect(reply.result?.path).toBe(`f${index}.txt`);
-    }
+    for (const reply of received) expectContent(reply);
+  });
+
+  it('read a burst of more files than they are into those buffers alone, every reply in full', async () => {
+    const calls = 40;
+    const lent = new Set<Buffer>();
+    let buffered = 0;
+    const { script } = await connect(direct, () => {}, {
+      onBufferedRead: (buffer) => {
+        buffered += 1;
+        lent.add(buffer);
+      },
+    });
+    const replies = readReplies(script, calls);
+    sendReads(script, calls);
+    const received = await replies;
+    expect(new Set(received.map((reply) => reply.id)).size).toBe(calls);
+    for (const reply of received) expectContent(reply);
+    // Every read went through a lent buffer (none into fresh memory), and the burst reused a bounded set of them.
+    expect(buffered).toBe(calls);
+    expect(lent.size).toBeLessThanOrEqual(MAX_LENT_REPLY_BUFFERS);
+  });
+
+  it('leave the reads waiting for one to the timeout of their calls, which then never read', async () => {
+    const calls = 40;
+    let ended = 0;
+    let allEnded: () => void = () => {};
+    const everyCallEnded = new Promise<void>((resolve) => {
+      allEnded = resolve;
+    });
+    let buffered = 0;
+    const { script } = await connect(
+      direct,
+      () => {
+        ended += 1;
+        if (ended === calls) allEnded();
+      },
+      { toolCallTimeoutMs: 300, onBufferedRead: () => (buffered += 1) },
+    );
+    // The script reads nothing until every call has ended: the reads without a buffer can only time out.
+    script.pause();
+    sendReads(script, calls);
+    await everyCallEnded;
+    const readsBefore = buffered;
+    const replies = readReplies(script, calls + 1);
+    script.resume();
+    // A last read after the script took every reply: the timed-out calls' waits must not take the buffers before it.
+    sendReads(script, 1, calls + 1);
+    const received = await replies;
+    expect(new Set(received.map((reply) => reply.id)).size).toBe(calls + 1);
+    const timedOut = received.filter((reply) => reply.error?.code === ChannelErrorCode.toolCallTimeout);
+    expect(timedOut.length).toBeGreaterThan(0);
+    const read = received.filter((reply) => reply.error === undefined);
+    expect(read.length + timedOut.length).toBe(calls + 1);
+    for (const reply of read) expectContent(reply);
+    expect(read.map((reply) => reply.id)).toContain(calls + 1);
+    // The last read alone started since: no call that ended while waiting got a buffer.
+    expect(buffered - readsBefore).toBe(1);
+  });
+
+  it('leave the reads waiting for one to be answered when the cell ends, once, and never read', async () => {
+    const calls = 40;
+    let ended = 0;
+    let lentSetEnded: () => void = () => {};
+    const everyBufferLent = new Promise<void>((resolve) => {
+      lentSetEnded = resolve;
+    });
+    let buffered = 0;
+    const { script, toolServer } = await connect(
+      direct,
+      () => {
+        ended += 1;
+        if (ended === MAX_LENT_REPLY_BUFFERS) lentSetEnded();
+      },
+      { onBufferedRead: () => (buffered += 1) },
+    );
+    script.pause();
+    sendReads(script, calls);
+    await everyBufferLent;
+    toolServer.refuseCalls('the cell ended');
+    expect(ended).toBe(calls);
+    const readsBefore = buffered;
+    toolServer.startBudget({ maxToolCalls: 1_000, toolCallTimeoutMs: 30_000, maxConcurrentToolCalls: 64 });
+    const replies = readReplies(script, calls + 1);
+    script.resume();
+    sendReads(script, 1, calls + 1);
+    const received = await replies;
+    expect(new Set(received.map((reply) => reply.id)).size).toBe(calls + 1);
+    const cut = received.filter((reply) => reply.error?.code === ChannelErrorCode.runEnded);
+    expect(cut.length).toBeGreaterThan(0);
+    for (const reply of cut) expect(reply.error?.message).toBe('read_file: the cell ended');
+    const read = received.filter((reply) => reply.error === undefined);
+    expect(read.length + cut.length).toBe(calls + 1);
+    for (const reply of read) expectContent(reply);
+    expect(read.map((reply) => reply.id)).toContain(calls + 1);
+    // The last read alone started since: no call that ended while waiting got a buffer.
+    expect(buffered - readsBefore).toBe(1);
   });
 });
+
+describe('the idle read buffers', () => {
+  it('are kept for the next server of the process', async () => {
+    const buffers: Buffer[] = [];
+    for (let run = 0; run < 2; run += 1) {
+      const { script, toolServer } = await connect(true, () => {}, {
+        onBufferedRead: (buffer) => buffers.push(buffer),
+      });
+      const replies = readReplies(script, 1);
+      sendReads(script, 1);
+      for (const reply of await replies) expectContent(reply);
+      toolServer.end();
+      script.destroy();
+      const listening = server;
+      server = undefined;
+      await new Promise<void>((resolve) => listening?.close(() => resolve()));
+    }
+    expect(buffers).toHaveLength(2);
+    // Compared as objects, without printing 256 KiB on failure.
+    expect(buffers[1] === buffers[0], 'the second run reads into the buffer the first gave back').toBe(true);
+  });
+});
+
+/** Sends `count` calls of read_file from the script, ids from `firstId` on, each file in turn. */
+function sendReads(script: Socket, count: number, firstId = 1): void {
+  for (let index = 0; index < count; index += 1) {
+    const id = firstId + index;
+    script.write(`${JSON.stringify({ id, method: 'read_file', params: { path: `f${(id - 1) % FILES}.txt` } })}\n`);
+  }
+}
+
+/** Checks a reply of {@link sendReads} came back whole: the text of its file. */
+function expectContent(reply: Reply): void {
+  expect(reply.error).toBeUndefined();
+  const index = (reply.id - 1) % FILES;
+  // Compared without printing 200 KB on failure.
+  expect(reply.result?.content === expected[index], `content of reply ${reply.id}`).toBe(true);
+  expect(reply.result?.path).toBe(`f${index}.txt`);
+}
