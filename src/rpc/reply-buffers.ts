@@ -1,13 +1,16 @@
 /**
  * Idle buffers of one size, kept for whichever {@link ReplyBufferPool} lends one next: one list may serve every server
  * of the process, so a run finds the buffers the runs before it faulted in, and a burst finds those of the burst
- * before it.
+ * before it. A buffer still holds the bytes its last reader left in it: one that goes to another pool than the one
+ * that gave it back is zeroed first, so no run's file contents stay in memory another run's reads are lent.
  */
 export class IdleBufferList {
   /** Bytes of each buffer. */
   readonly bufferBytes: number;
   readonly #maxBuffers: number;
   readonly #buffers: Buffer[] = [];
+  /** The pool that gave each kept buffer back. */
+  readonly #givenBackBy = new WeakMap<Buffer, object>();
 
   /** Keeps at most `maxBuffers` buffers of `bufferBytes` bytes each. */
   constructor(bufferBytes: number, maxBuffers: number) {
@@ -20,14 +23,24 @@ export class IdleBufferList {
     return this.#buffers.length;
   }
 
-  /** The buffer kept last (its pages most likely still in the cache), or none. */
-  take(): Buffer | undefined {
-    return this.#buffers.pop();
+  /**
+   * The buffer kept last (its pages most likely still in the cache), or none; zeroed when another pool than `taker`
+   * gave it back.
+   */
+  take(taker: object): Buffer | undefined {
+    const buffer = this.#buffers.pop();
+    if (buffer !== undefined && this.#givenBackBy.get(buffer) !== taker) buffer.fill(0);
+    return buffer;
   }
 
-  /** Keeps a buffer nothing refers to any more, unless the list is full (it is then left to the collector). */
-  keep(buffer: Buffer): void {
-    if (this.#buffers.length < this.#maxBuffers) this.#buffers.push(buffer);
+  /**
+   * Keeps a buffer nothing refers to any more, given back by `giver`, unless the list is full (it is then left to the
+   * collector).
+   */
+  keep(buffer: Buffer, giver: object): void {
+    if (this.#buffers.length >= this.#maxBuffers) return;
+    this.#givenBackBy.set(buffer, giver);
+    this.#buffers.push(buffer);
   }
 }
 
@@ -72,7 +85,7 @@ export class ReplyBufferPool {
    */
   take(): Buffer | undefined {
     if (this.#lent.size >= this.#maxLentBuffers || this.#waiters.size > 0) return undefined;
-    const buffer = this.#idle.take() ?? Buffer.allocUnsafeSlow(this.#idle.bufferBytes);
+    const buffer = this.#idle.take(this) ?? Buffer.allocUnsafeSlow(this.#idle.bufferBytes);
     this.#lent.add(buffer);
     return buffer;
   }
@@ -103,7 +116,7 @@ export class ReplyBufferPool {
       waiter(buffer);
       return;
     }
-    this.#idle.keep(buffer);
+    this.#idle.keep(buffer, this);
   }
 
   /**

@@ -48,6 +48,20 @@ describe('ReplyBufferPool', () => {
     expect(next.take() === first).toBe(true);
   });
 
+  // Another pool is another run: what one run's reads left in a buffer must not stay in the memory lent to another.
+  it('zeroes a buffer lent by another pool than the one that gave it back, and only then', () => {
+    const idle = new IdleBufferList(BUFFER_BYTES, 4);
+    const pool = new ReplyBufferPool(idle, 4);
+    const lent = pool.take() as Buffer;
+    lent.fill(0x61);
+    pool.give(lent);
+    const again = pool.take() as Buffer;
+    expect(again === lent && again.every((byte) => byte === 0x61)).toBe(true);
+    pool.give(again);
+    const other = new ReplyBufferPool(idle, 4).take() as Buffer;
+    expect(other === lent && other.every((byte) => byte === 0)).toBe(true);
+  });
+
   it('drops its waiters when closed, and keeps no buffer given back after', () => {
     const idle = new IdleBufferList(BUFFER_BYTES, 4);
     const pool = new ReplyBufferPool(idle, 1);
