@@ -10,6 +10,7 @@ import { VERSION_CONTROL_NAMES } from './file-access-policy.js';
 import type { LineSearch } from './line-search.js';
 import { startLineSearch } from './line-search.js';
 import { compileNamePattern, compilePathPattern, isPathPattern, NamePatternError } from './name-pattern.js';
+import { countNewlines } from './newline-count.js';
 import {
   closeDescriptor,
   closeDirectory,
@@ -80,18 +81,6 @@ const WHOLE_READ_MAX_BYTES = 4 * 1024 * 1024;
 const SYNC_READ_MAX_BYTES = 256 * 1024;
 /** The byte that ends a line. */
 const NEWLINE = 0x0a;
-/** Newlines {@link countNewlines} finds one at a time before it looks at how close together they came. */
-const NEWLINE_SAMPLE = 64;
-/**
- * Average line length below which counting newlines four bytes at a time beats finding each one (measured on 100 KB:
- * about 10 ns a line found, about 25 µs for the whole text counted by words).
- */
-const SHORT_LINE_BYTES = 32;
-/** Words one 32-bit sum of four per-byte counters adds up before a counter (at most 1 per word) could overflow. */
-const WORDS_PER_SUM = 255;
-/** Four newline bytes: a word XOR this has a zero byte where the word has a newline. */
-const NEWLINE_WORD = 0x0a0a0a0a;
-
 /** Options of {@link createFileTools}. */
 export interface FileToolsOptions extends FileToolsPolicyOptions {
   /** Directory the tools are confined to; must exist. Relative paths resolve against the current directory. */
@@ -344,14 +333,24 @@ async function readFileTool(
 }
 
 // read_file for the tool-call server alone (see BufferedRead): a file that fits is read into the server's buffer, and
-// its valid UTF-8 goes back as bytes beside a result that never refers to them.
-async function readFileBuffered(
+// its valid UTF-8 goes back as bytes beside a result that never refers to them. A file read without waiting (the
+// usual case) is read in this call, not across a chain of promises: the one promise returned is already settled.
+function readFileBuffered(
   workspace: Workspace,
   args: Record<string, unknown>,
   context: ToolContext,
   buffer: Buffer,
 ): Promise<BufferedReadResult> {
-  const { result, bytes } = await readFileParts(workspace, args, context, buffer);
+  let parts: FileParts | Promise<FileParts>;
+  try {
+    parts = readFileParts(workspace, args, context, buffer);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return parts instanceof Promise ? parts.then(bufferedReadResult) : Promise.resolve(bufferedReadResult(parts));
+}
+
+function bufferedReadResult({ result, bytes }: FileParts): BufferedReadResult {
   if (bytes.length > EAGER_DECODE_MAX_BYTES && isUtf8(bytes)) {
     return { value: result as unknown as Record<string, unknown>, key: 'content', bytes };
   }
@@ -362,54 +361,71 @@ async function readFileBuffered(
 /** Longest content `read_file` decodes at once; longer content is decoded when read (see `defineEncodedText`). */
 const EAGER_DECODE_MAX_BYTES = 4_096;
 
+/** What {@link readFileParts} reads: the result with an empty `content`, and the bytes of that content. */
+interface FileParts {
+  readonly result: ReadFileResult;
+  readonly bytes: Buffer;
+}
+
 /**
  * Reads the lines `args` ask for: the result with an empty `content`, and the bytes of that content (views of the
- * buffers read; of `lent` when given and the file fits in it).
+ * buffers read; of `lent` when given and the file fits in it). Synchronous unless the file is read through the thread
+ * pool (see {@link scanLines}); the file is closed either way.
  */
-async function readFileParts(
+function readFileParts(
   workspace: Workspace,
   args: Record<string, unknown>,
   context: ToolContext,
   lent: Buffer | undefined,
-): Promise<{ readonly result: ReadFileResult; readonly bytes: Buffer }> {
+): FileParts | Promise<FileParts> {
   const requested = requireString('read_file', args, 'path');
   const offset = optionalPositiveInteger('read_file', args, 'offset') ?? 1;
   const limit = optionalPositiveInteger('read_file', args, 'limit');
   const target = parseWorkspacePath(workspace, 'read_file', requested);
-  const file = await openFileForReading(workspace, 'read_file', requested, target);
+  const { fd, stats } = openFileForReading(workspace, 'read_file', requested, target);
+  let scan: LineScan | Promise<LineScan>;
   try {
-    const scan = await scanLines(file.fd, file.stats.size, offset, limit, context, lent);
-    const kept = scan.kept.length === 1 ? (scan.kept[0] as Buffer) : Buffer.concat(scan.kept);
-    // Built in one literal and filled in below (no spread): the keys keep this order in every case.
-    const result: ReadFileResult = {
-      path: target.displayPath,
-      totalLines: scan.totalLines,
-      offset,
-      limit: limit ?? null,
-      content: '',
-      truncated: scan.capHit,
-      nextOffset: null,
-    };
-    if (scan.capHit && scan.completeLines > 0) {
-      const nextOffset = offset + scan.completeLines;
-      result.nextOffset = nextOffset;
-      result.note = `stopped at the ${formatBytes(MAX_READ_BYTES)} cap after ${scan.completeLines} lines; call read_file again with offset=${nextOffset} to continue`;
-      return { result, bytes: kept.subarray(0, scan.bytesAtLastLineEnd) };
-    }
-    if (scan.capHit) {
-      result.nextOffset = offset + 1 <= scan.totalLines ? offset + 1 : null;
-      result.note = `line ${offset} is longer than the ${formatBytes(MAX_READ_BYTES)} cap and was cut`;
-      return { result, bytes: withoutPartialCharacter(kept) };
-    }
-    const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
-    result.nextOffset = endLine <= scan.totalLines ? endLine : null;
-    if (offset > scan.totalLines && scan.totalLines > 0) {
-      result.note = `offset ${offset} is past the end of the file (${scan.totalLines} lines)`;
-    }
-    return { result, bytes: kept };
-  } finally {
-    closeDescriptor(file.fd);
+    scan = scanLines(fd, stats.size, offset, limit, context, lent);
+  } catch (error) {
+    closeDescriptor(fd);
+    throw error;
   }
+  if (scan instanceof Promise) {
+    return scan.finally(() => closeDescriptor(fd)).then((done) => fileParts(target.displayPath, offset, limit, done));
+  }
+  closeDescriptor(fd);
+  return fileParts(target.displayPath, offset, limit, scan);
+}
+
+function fileParts(displayPath: string, offset: number, limit: number | undefined, scan: LineScan): FileParts {
+  const kept = scan.kept.length === 1 ? (scan.kept[0] as Buffer) : Buffer.concat(scan.kept);
+  // Built in one literal and filled in below (no spread): the keys keep this order in every case.
+  const result: ReadFileResult = {
+    path: displayPath,
+    totalLines: scan.totalLines,
+    offset,
+    limit: limit ?? null,
+    content: '',
+    truncated: scan.capHit,
+    nextOffset: null,
+  };
+  if (scan.capHit && scan.completeLines > 0) {
+    const nextOffset = offset + scan.completeLines;
+    result.nextOffset = nextOffset;
+    result.note = `stopped at the ${formatBytes(MAX_READ_BYTES)} cap after ${scan.completeLines} lines; call read_file again with offset=${nextOffset} to continue`;
+    return { result, bytes: kept.subarray(0, scan.bytesAtLastLineEnd) };
+  }
+  if (scan.capHit) {
+    result.nextOffset = offset + 1 <= scan.totalLines ? offset + 1 : null;
+    result.note = `line ${offset} is longer than the ${formatBytes(MAX_READ_BYTES)} cap and was cut`;
+    return { result, bytes: withoutPartialCharacter(kept) };
+  }
+  const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
+  result.nextOffset = endLine <= scan.totalLines ? endLine : null;
+  if (offset > scan.totalLines && scan.totalLines > 0) {
+    result.note = `offset ${offset} is past the end of the file (${scan.totalLines} lines)`;
+  }
+  return { result, bytes: kept };
 }
 
 interface LineScan {
@@ -421,149 +437,143 @@ interface LineScan {
   readonly totalLines: number;
 }
 
+/**
+ * Counts the lines of a file chunk by chunk, in the order read, and keeps the bytes of the requested lines (up to the
+ * byte cap) as views of the chunks.
+ */
+class LineScanner {
+  readonly kept: Buffer[] = [];
+  capHit = false;
+  completeLines = 0;
+  bytesAtLastLineEnd = 0;
+  /** Bytes taken so far. */
+  totalBytes = 0;
+  readonly #offset: number;
+  readonly #endLine: number;
+  #keptBytes = 0;
+  /** The line the next byte belongs to (1-based). */
+  #line = 1;
+  #lastByte = -1;
+
+  constructor(offset: number, limit: number | undefined) {
+    this.#offset = offset;
+    this.#endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
+  }
+
+  /** Takes the next bytes of the file: a view of a buffer read into once, which the kept bytes may refer to. */
+  add(chunk: Buffer): void {
+    const length = chunk.length;
+    this.totalBytes += length;
+    this.#lastByte = chunk[length - 1] ?? -1;
+    if (
+      this.#line >= this.#offset &&
+      this.#endLine === Number.POSITIVE_INFINITY &&
+      this.#keptBytes + length <= MAX_READ_BYTES
+    ) {
+      // The usual read of a whole file: every line of the chunk is kept, so only its newlines are counted.
+      this.kept.push(chunk);
+      this.#keptBytes += length;
+      const newlines = countNewlines(chunk);
+      if (newlines > 0) {
+        this.completeLines += newlines;
+        this.#line += newlines;
+        this.bytesAtLastLineEnd = this.#keptBytes - length + chunk.lastIndexOf(NEWLINE) + 1;
+      }
+      return;
+    }
+    let keptStart = -1;
+    let keptEnd = -1;
+    let start = 0;
+    while (start < length) {
+      const newline = chunk.indexOf(NEWLINE, start);
+      const end = newline === -1 ? length : newline + 1;
+      if (this.#line >= this.#offset && this.#line < this.#endLine && !this.capHit) {
+        if (keptStart === -1) keptStart = start;
+        const room = MAX_READ_BYTES - this.#keptBytes;
+        if (end - start > room) {
+          this.capHit = true;
+          keptEnd = start + room;
+          this.#keptBytes += room;
+        } else {
+          keptEnd = end;
+          this.#keptBytes += end - start;
+          if (newline !== -1) {
+            this.completeLines += 1;
+            this.bytesAtLastLineEnd = this.#keptBytes;
+          }
+        }
+      }
+      if (newline === -1) break;
+      this.#line += 1;
+      start = end;
+    }
+    if (keptStart !== -1) this.kept.push(chunk.subarray(keptStart, keptEnd));
+  }
+
+  /** Lines in what was taken: a last line without a newline counts too. */
+  get totalLines(): number {
+    if (this.totalBytes === 0) return 0;
+    return this.#lastByte === NEWLINE ? this.#line - 1 : this.#line;
+  }
+}
+
 // Reads the whole file: keeps the requested lines (up to the byte cap) and counts every line. A file of up to
 // WHOLE_READ_MAX_BYTES is read into one buffer sized from its stats (one read, plus none at the end when it holds
-// what the stats said), and its kept lines are decoded where they lie. The first read goes into `lent` when one is
-// given and the read fits in it and is synchronous; every other buffer read into is fresh. Each buffer is read into
-// once, so the kept bytes are views of it, one per buffer.
-async function scanLines(
+// what the stats said), and its kept lines are decoded where they lie. The reads that fit within
+// SYNC_READ_MAX_BYTES are done here and now, and a file read whole by them gives its scan without a promise; the rest
+// of a larger file goes through the thread pool. The first read goes into `lent` when one is given and the read fits
+// in it and is synchronous; every other buffer read into is fresh. Each buffer is read into once, so the kept bytes
+// are views of it, one per buffer.
+function scanLines(
   fd: number,
   size: number,
   offset: number,
   limit: number | undefined,
   context: ToolContext,
   lent: Buffer | undefined,
-): Promise<LineScan> {
-  const endLine = limit === undefined ? Number.POSITIVE_INFINITY : offset + limit;
-  const kept: Buffer[] = [];
-  let keptBytes = 0;
-  let capHit = false;
-  let completeLines = 0;
-  let bytesAtLastLineEnd = 0;
-  let line = 1;
-  let totalBytes = 0;
-  let lastByte = -1;
+): LineScan | Promise<LineScan> {
+  const scanner = new LineScanner(offset, limit);
   // The first read asks for one byte more than the stats say, so a file that grew meanwhile is noticed.
   let readSize = size < WHOLE_READ_MAX_BYTES ? size + 1 : READ_CHUNK_BYTES;
   let unusedLent = lent;
-  for (;;) {
+  while (scanner.totalBytes + readSize <= SYNC_READ_MAX_BYTES) {
     let buffer: Buffer;
-    let bytesRead: number;
-    if (totalBytes + readSize <= SYNC_READ_MAX_BYTES) {
-      if (unusedLent !== undefined && readSize <= unusedLent.length) {
-        buffer = unusedLent;
-        unusedLent = undefined;
-      } else {
-        buffer = Buffer.allocUnsafe(readSize);
-      }
-      bytesRead = readSync(fd, buffer, 0, readSize, null);
+    if (unusedLent !== undefined && readSize <= unusedLent.length) {
+      buffer = unusedLent;
+      unusedLent = undefined;
     } else {
       buffer = Buffer.allocUnsafe(readSize);
-      // Only a read through the thread pool can outlast its call: checking there alone spares the quick reads the
-      // making of the call's signal.
-      if (context.signal.aborted) throw new FileToolError('read_file: the call was cancelled');
-      bytesRead = await readDescriptor(fd, buffer, 0, readSize);
     }
-    if (bytesRead === 0) break;
-    totalBytes += bytesRead;
-    lastByte = buffer[bytesRead - 1] ?? -1;
-    const chunk = buffer.subarray(0, bytesRead);
-    if (line >= offset && endLine === Number.POSITIVE_INFINITY && keptBytes + bytesRead <= MAX_READ_BYTES) {
-      // The usual read of a whole file: every line of the chunk is kept, so only its newlines are counted.
-      kept.push(chunk);
-      keptBytes += bytesRead;
-      const newlines = countNewlines(chunk);
-      if (newlines > 0) {
-        completeLines += newlines;
-        line += newlines;
-        bytesAtLastLineEnd = keptBytes - bytesRead + chunk.lastIndexOf(NEWLINE) + 1;
-      }
-    } else {
-      let keptStart = -1;
-      let keptEnd = -1;
-      let start = 0;
-      while (start < bytesRead) {
-        const newline = chunk.indexOf(NEWLINE, start);
-        const end = newline === -1 ? bytesRead : newline + 1;
-        if (line >= offset && line < endLine && !capHit) {
-          if (keptStart === -1) keptStart = start;
-          const room = MAX_READ_BYTES - keptBytes;
-          if (end - start > room) {
-            capHit = true;
-            keptEnd = start + room;
-            keptBytes += room;
-          } else {
-            keptEnd = end;
-            keptBytes += end - start;
-            if (newline !== -1) {
-              completeLines += 1;
-              bytesAtLastLineEnd = keptBytes;
-            }
-          }
-        }
-        if (newline === -1) break;
-        line += 1;
-        start = end;
-      }
-      if (keptStart !== -1) kept.push(chunk.subarray(keptStart, keptEnd));
-    }
+    const bytesRead = readSync(fd, buffer, 0, readSize, null);
+    if (bytesRead === 0) return scanner;
+    scanner.add(buffer.subarray(0, bytesRead));
     // A regular file that gave less than asked once it gave what its stats said is at its end.
-    if (bytesRead < readSize && totalBytes >= size) break;
+    if (bytesRead < readSize && scanner.totalBytes >= size) return scanner;
     readSize = READ_CHUNK_BYTES;
   }
-  const totalLines = totalBytes === 0 ? 0 : lastByte === NEWLINE ? line - 1 : line;
-  return { kept, capHit, completeLines, bytesAtLastLineEnd, totalLines };
+  return scanRest(fd, size, readSize, scanner, context);
 }
 
-// Finding each newline with indexOf costs a native call per line, cheap for lines of tens of bytes; a file of short
-// lines (a CSV of numbers) would cost hundreds of µs per 100 KB. So where the last NEWLINE_SAMPLE newlines were under
-// SHORT_LINE_BYTES apart on average, the rest is counted by words.
-function countNewlines(bytes: Buffer): number {
-  let count = 0;
-  let sampleStart = 0;
-  let newline = bytes.indexOf(NEWLINE);
-  while (newline !== -1) {
-    count += 1;
-    if (count % NEWLINE_SAMPLE === 0) {
-      if (newline - sampleStart < NEWLINE_SAMPLE * SHORT_LINE_BYTES) {
-        return count + countNewlinesByWord(bytes, newline + 1);
-      }
-      sampleStart = newline;
-    }
-    newline = bytes.indexOf(NEWLINE, newline + 1);
+// The reads of scanLines past SYNC_READ_MAX_BYTES, through the thread pool.
+async function scanRest(
+  fd: number,
+  size: number,
+  firstReadSize: number,
+  scanner: LineScanner,
+  context: ToolContext,
+): Promise<LineScan> {
+  let readSize = firstReadSize;
+  for (;;) {
+    const buffer = Buffer.allocUnsafe(readSize);
+    // Only a read through the thread pool can outlast its call: checking there alone spares the quick reads the
+    // making of the call's signal.
+    if (context.signal.aborted) throw new FileToolError('read_file: the call was cancelled');
+    const bytesRead = await readDescriptor(fd, buffer, 0, readSize);
+    if (bytesRead === 0) return scanner;
+    scanner.add(buffer.subarray(0, bytesRead));
+    if (bytesRead < readSize && scanner.totalBytes >= size) return scanner;
+    readSize = READ_CHUNK_BYTES;
   }
-  return count;
-}
-
-// Counts the newlines of `bytes` from `start` on, reading four bytes at a time (SWAR): no branch or call per newline.
-function countNewlinesByWord(bytes: Buffer, start: number): number {
-  const end = bytes.length;
-  let count = 0;
-  let index = start;
-  // An Int32Array view starts at a multiple of four bytes of the underlying memory: the bytes before one go singly.
-  while (index < end && (bytes.byteOffset + index) % 4 !== 0) {
-    if (bytes[index] === NEWLINE) count += 1;
-    index += 1;
-  }
-  const words = Math.floor((end - index) / 4);
-  const view = new Int32Array(bytes.buffer, bytes.byteOffset + index, words);
-  let word = 0;
-  while (word < words) {
-    const stop = Math.min(words, word + WORDS_PER_SUM);
-    // Four counters, one per byte of the sum.
-    let sum = 0;
-    for (; word < stop; word += 1) {
-      const bits = (view[word] as number) ^ NEWLINE_WORD;
-      // Adding 0x7f to the low seven bits of a byte sets its bit 7 unless they are all zero; or-ing the byte sets it
-      // when its own bit 7 is. So the complement has bit 7 set exactly in the zero bytes: the newlines.
-      sum = (sum + ((~(((bits & 0x7f7f7f7f) + 0x7f7f7f7f) | bits) >>> 7) & 0x01010101)) | 0;
-    }
-    count += (sum & 0xff) + ((sum >>> 8) & 0xff) + ((sum >>> 16) & 0xff) + (sum >>> 24);
-  }
-  for (index += words * 4; index < end; index += 1) {
-    if (bytes[index] === NEWLINE) count += 1;
-  }
-  return count;
 }
 
 /** Result of `write_file`. */
@@ -624,12 +634,15 @@ async function listFilesTool(workspace: Workspace, args: Record<string, unknown>
   const matcher = pattern === undefined || pathPattern ? undefined : compileListPattern(compileNamePattern, pattern);
   const pathMatcher =
     pattern !== undefined && pathPattern ? compileListPattern(compilePathPattern, pattern) : undefined;
-  const directory = await openWorkspaceDirectory(workspace, 'list_files', requested, target).catch((error: unknown) => {
+  let directory: OpenDirectory;
+  try {
+    directory = openWorkspaceDirectory(workspace, 'list_files', requested, target);
+  } catch (error) {
     if (error instanceof FileToolError && error.message.endsWith('(or one of its parents) is not a directory')) {
       throw new FileToolError(`list_files: '${requested}' is not a directory; use read_file to read a file`);
     }
     throw error;
-  });
+  }
   try {
     if (recursive || pathMatcher !== undefined) {
       return await listRecursively(workspace, directory, target.displayPath, (components, name) =>
@@ -745,7 +758,7 @@ async function searchFilesTool(
   let search: LineSearch | undefined;
   let start: OpenEntry | undefined;
   try {
-    start = await openForReading(workspace, 'search_files', requested, target);
+    start = openForReading(workspace, 'search_files', requested, target);
     for await (const file of searchableFiles(workspace, start, target.components, signal)) {
       if (signal.aborted) return stop('the call was cancelled');
       if (Date.now() >= turn.deadline) return stop(`${timeNote}; narrow the path`);

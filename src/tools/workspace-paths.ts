@@ -10,12 +10,12 @@ import {
   closeDescriptor,
   closeDirectory,
   descriptorPathsWork,
-  makeDirectoryAt,
+  makeDirectoryAtSync,
   openDirectoryAt,
   openDirectorySync,
   openEntryAt,
   openEntryAtSync,
-  statEntryAt,
+  statEntryAtSync,
 } from './open-beneath.js';
 
 /** Longest path the file tools accept (PATH_MAX); longer ones are refused before anything is checked. */
@@ -226,87 +226,96 @@ export function checkAccess(
 }
 
 /**
- * Opens the directories `components` one by one from the workspace root, never following a link; with `create`,
- * missing ones are created (each inside the directory just opened).
+ * Opens the first `count` directories of `components` one by one from the workspace root, never following a link;
+ * with `create`, missing ones are created (each inside the directory just opened). Returns the descriptor of the last
+ * one opened (the workspace's own for none), to close with {@link closeBelowRoot}. Synchronous: each step is one
+ * system call in an open directory, cheaper than a trip through the thread pool.
  */
-async function openDirectories(
+function openDirectories(
   workspace: Workspace,
   toolName: string,
   requested: string,
   components: readonly string[],
+  count: number,
   create: boolean,
   finalIsDirectory: boolean,
-): Promise<OpenDirectory> {
+): number {
   let fd = workspace.fd;
   try {
-    for (let index = 0; index < components.length; index += 1) {
+    for (let index = 0; index < count; index += 1) {
       const name = components[index] as string;
       // Whether this component is the last of the path asked for (not only of the directories opened).
-      const isLast = index === components.length - 1 && finalIsDirectory;
+      const isLast = index === count - 1 && finalIsDirectory;
       let next: number;
       try {
         next = openDirectoryAt(fd, name);
       } catch (error) {
         if (!create || (error as NodeJS.ErrnoException).code !== 'ENOENT') {
-          throw await directoryError(toolName, requested, fd, name, isLast, error);
+          throw directoryError(toolName, requested, fd, name, isLast, error);
         }
-        await makeDirectoryAt(fd, name).catch((mkdirError: unknown) => {
+        try {
+          makeDirectoryAtSync(fd, name);
+        } catch (mkdirError) {
           // Created meanwhile by someone else: open whatever is there now, without following it.
           if ((mkdirError as NodeJS.ErrnoException).code !== 'EEXIST') {
             throw fileSystemError(toolName, requested, mkdirError);
           }
-        });
+        }
         try {
           next = openDirectoryAt(fd, name);
         } catch (openError) {
-          throw await directoryError(toolName, requested, fd, name, isLast, openError);
+          throw directoryError(toolName, requested, fd, name, isLast, openError);
         }
       }
-      if (fd !== workspace.fd) closeDirectory(fd);
+      closeBelowRoot(workspace, fd);
       fd = next;
     }
   } catch (error) {
-    if (fd !== workspace.fd) closeDirectory(fd);
+    closeBelowRoot(workspace, fd);
     throw error;
   }
-  return directoryHandle(workspace, fd, components);
+  return fd;
+}
+
+/** Closes a directory descriptor {@link openDirectories} gave, unless it is the workspace's own. */
+function closeBelowRoot(workspace: Workspace, fd: number): void {
+  if (fd !== workspace.fd) closeDirectory(fd);
 }
 
 function directoryHandle(workspace: Workspace, fd: number, components: readonly string[]): OpenDirectory {
   return {
     fd,
     components,
-    close: () => {
-      if (fd !== workspace.fd) closeDirectory(fd);
-    },
+    close: () => closeBelowRoot(workspace, fd),
   };
 }
 
 // O_DIRECTORY | O_NOFOLLOW says ENOTDIR for a link as for a file: look at the entry to say which it was.
-async function directoryError(
+function directoryError(
   toolName: string,
   requested: string,
   parentFd: number,
   name: string,
   isLast: boolean,
   error: unknown,
-): Promise<FileToolError> {
+): FileToolError {
   if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') {
-    const entry = await statEntryAt(parentFd, name).catch(() => undefined);
-    if (entry?.isSymbolicLink()) return linkError(toolName, requested, name, isLast);
+    if (statEntryAtSync(parentFd, name)?.isSymbolicLink() === true) return linkError(toolName, requested, name, isLast);
   }
   return fileSystemError(toolName, requested, error);
 }
 
 /** Opens the directory at `target` (the root for no components). */
-export async function openWorkspaceDirectory(
+export function openWorkspaceDirectory(
   workspace: Workspace,
   toolName: string,
   requested: string,
   target: WorkspacePath,
-): Promise<OpenDirectory> {
+): OpenDirectory {
   checkAccess(workspace, toolName, requested, target, { isDirectory: true, access: 'read' });
-  return openDirectories(workspace, toolName, requested, target.components, false, true);
+  const { components } = target;
+  const fd = openDirectories(workspace, toolName, requested, components, components.length, false, true);
+  return directoryHandle(workspace, fd, components);
 }
 
 /** A regular file opened for reading: its descriptor (close it with `closeDescriptor`) and its stats, taken on it. */
@@ -323,31 +332,33 @@ export type OpenEntry =
 /**
  * Opens what is at `target` for reading, without following a link at any component: a regular file (as a
  * descriptor, with its stats taken on the open descriptor) or a directory. Anything else (link, FIFO, device, socket)
- * is refused. The opens and the stat are synchronous (lookups in open directories and an fstat cost microseconds, a
- * trip through the thread pool costs more); only reporting a link in the way may wait.
+ * is refused. Synchronous, like {@link openDirectories}: the lookups in open directories and the fstat cost
+ * microseconds each, less than a trip through the thread pool or a promise per step.
  */
-export async function openForReading(
+export function openForReading(
   workspace: Workspace,
   toolName: string,
   requested: string,
   target: WorkspacePath,
-): Promise<OpenEntry> {
+): OpenEntry {
   checkAccess(workspace, toolName, requested, target, { isDirectory: false, access: 'read' });
-  const name = target.components.at(-1);
-  if (name === undefined) return { kind: 'directory', directory: directoryHandle(workspace, workspace.fd, []) };
-  const parent = await openDirectories(workspace, toolName, requested, target.components.slice(0, -1), false, false);
+  const { components } = target;
+  const parents = components.length - 1;
+  if (parents < 0) return { kind: 'directory', directory: directoryHandle(workspace, workspace.fd, []) };
+  const name = components[parents] as string;
+  const parentFd = openDirectories(workspace, toolName, requested, components, parents, false, false);
   let fd: number;
   try {
-    fd = openEntryAtSync(parent.fd, name, fsConstants.O_RDONLY);
+    fd = openEntryAtSync(parentFd, name, fsConstants.O_RDONLY);
   } catch (error) {
-    parent.close();
+    closeBelowRoot(workspace, parentFd);
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ELOOP') throw linkError(toolName, requested, name, true);
     // A Unix socket cannot be opened (ENXIO).
     if (code === 'ENXIO') throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
     throw fileSystemError(toolName, requested, error);
   }
-  parent.close();
+  closeBelowRoot(workspace, parentFd);
   let stats: Stats;
   try {
     stats = fstatSync(fd);
@@ -360,10 +371,8 @@ export async function openForReading(
   if (stats.isDirectory()) {
     checkAccess(workspace, toolName, requested, target, { isDirectory: true, access: 'read' });
     // Reopened by the same walk, so it is the directory itself (a descriptor opened for a file cannot be listed).
-    return {
-      kind: 'directory',
-      directory: await openDirectories(workspace, toolName, requested, target.components, false, true),
-    };
+    const directoryFd = openDirectories(workspace, toolName, requested, components, components.length, false, true);
+    return { kind: 'directory', directory: directoryHandle(workspace, directoryFd, components) };
   }
   throw new FileToolError(`${toolName}: '${requested}' is not a regular file`);
 }
@@ -371,13 +380,13 @@ export async function openForReading(
 /**
  * Opens a regular file at `target` for reading (see {@link openForReading}); a directory is refused.
  */
-export async function openFileForReading(
+export function openFileForReading(
   workspace: Workspace,
   toolName: string,
   requested: string,
   target: WorkspacePath,
-): Promise<OpenFile> {
-  const entry = await openForReading(workspace, toolName, requested, target);
+): OpenFile {
+  const entry = openForReading(workspace, toolName, requested, target);
   if (entry.kind === 'file') return entry;
   entry.directory.close();
   throw new FileToolError(`${toolName}: '${requested}' is a directory; use list_files to see what it contains`);
@@ -405,12 +414,13 @@ export async function openFileForWriting(
   checkAccess(workspace, toolName, requested, target, { isDirectory: false, access: 'write' });
   const name = target.components.at(-1);
   if (name === undefined) throw new FileToolError(`${toolName}: '${requested}' is a directory`);
-  const parent = await openDirectories(workspace, toolName, requested, target.components.slice(0, -1), true, false);
+  const components = target.components;
+  const parentFd = openDirectories(workspace, toolName, requested, components, components.length - 1, true, false);
   try {
     for (let attempt = 0; attempt < MAX_CREATE_ATTEMPTS; attempt += 1) {
       let handle: FileHandle;
       try {
-        handle = await openEntryAt(parent.fd, name, fsConstants.O_WRONLY);
+        handle = await openEntryAt(parentFd, name, fsConstants.O_WRONLY);
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
         if (code === 'ELOOP') throw linkError(toolName, requested, name, true);
@@ -423,7 +433,7 @@ export async function openFileForWriting(
         if (code !== 'ENOENT') throw fileSystemError(toolName, requested, error);
         try {
           const created = await openEntryAt(
-            parent.fd,
+            parentFd,
             name,
             fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL,
           );
@@ -447,7 +457,7 @@ export async function openFileForWriting(
     }
     throw new FileToolError(`${toolName}: '${requested}' kept changing while it was being created; try again`);
   } finally {
-    parent.close();
+    closeBelowRoot(workspace, parentFd);
   }
 }
 
