@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -327,6 +328,43 @@ describe('read_file', () => {
       await expect(call('read_file', { path: 'pipe' })).rejects.toThrow("read_file: 'pipe' is not a regular file");
     } finally {
       await rm(path.join(workspace, 'pipe'));
+    }
+  });
+
+  it('closes every descriptor it opens, whether it reads, reads through the thread pool or refuses', async () => {
+    await mkdir(path.join(workspace, 'fd-check'));
+    await writeFile(path.join(workspace, 'fd-check', 'big.txt'), 'y\n'.repeat(300_000));
+    execFileSync('mkfifo', [path.join(workspace, 'fd-check', 'pipe')]);
+    const bufferedRead = tools.get('read_file')?.bufferedRead;
+    if (bufferedRead === undefined) throw new Error('read_file has no buffered read');
+    const lent = Buffer.alloc(256 * 1024);
+    const paths = [
+      'notes.txt',
+      'docs/deep/todo.txt',
+      'fd-check/big.txt',
+      'nope.txt',
+      'docs/nope/x.txt',
+      'docs',
+      'passwd-link',
+      'etc-link/passwd',
+      'notes.txt/x',
+      'fd-check/pipe',
+    ];
+    const openDescriptors = (): number => readdirSync('/proc/self/fd').length;
+    try {
+      const before = openDescriptors();
+      for (const requested of paths) {
+        for (const args of [{ path: requested }, { path: requested, offset: 2, limit: 3 }]) {
+          await call('read_file', args).catch(() => undefined);
+          await bufferedRead(args, createTestContext('read_file'), lent).catch(() => undefined);
+        }
+        await call('list_files', { path: requested }).catch(() => undefined);
+      }
+      await call('write_file', { path: 'fd-check/new/deeper/file.txt', content: 'made\n' });
+      await call('write_file', { path: 'etc-link/x.txt', content: 'refused\n' }).catch(() => undefined);
+      expect(openDescriptors()).toBe(before);
+    } finally {
+      await rm(path.join(workspace, 'fd-check'), { recursive: true });
     }
   });
 
