@@ -129,30 +129,6 @@ describe('the warm pool', () => {
     }
   });
 
-  it('starts no replacement while session cells run back to back, and refills after them', async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));
-    const codecall = createCodecall({ sandbox: 'none', stateDir, pool: { size: 2 } });
-    const runs = join(stateDir, 'runs');
-    const printPid = 'import os\nprint(os.getpid())';
-    const session = codecall.session();
-    try {
-      const used = new Set<number>([Number((await codecall.execute(printPid)).stdout)]);
-      expect(await waitingInterpreters(runs, used, 2)).toHaveLength(2);
-      const sessionPid = Number((await session.execute(printPid)).stdout);
-      used.add(sessionPid);
-      // Takes one interpreter: the pool has one to replace, and the cells start as soon as the run returns.
-      used.add(Number((await codecall.execute(printPid)).stdout));
-      // Each cell takes 20 ms, the gaps between them far less than the pool's quiet time.
-      for (let cell = 0; cell < 25; cell += 1) await session.execute('import time\ntime.sleep(0.02)');
-      expect(processesIn(runs).filter((pid) => !used.has(pid))).toHaveLength(1);
-      // Once the host is quiet the pool is full again.
-      expect(await waitingInterpreters(runs, used, 2)).toHaveLength(2);
-    } finally {
-      await session.close();
-      await codecall.close();
-    }
-  });
-
   it('lets a process that ran once from the pool end, closed or not, without starting a replacement', async () => {
     for (const close of [false, true]) {
       const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));

@@ -1,7 +1,7 @@
 /**
- * Cold and pooled runs and session cells of this process, every codecall's together, from `execute` to its result:
- * the cleanup of a run that has ended keeps the host's thread free while another run is in flight, and the warm pool
- * starts replacements only once no run has started or ended for a while (see WarmPool).
+ * Cold and pooled runs of this process, every codecall's together, from `execute` to its result: the cleanup of a run
+ * that has ended keeps the host's thread free while another run is in flight, and the warm pool starts replacements
+ * only once no run has started or ended for a while (see WarmPool).
  */
 let runsInFlight = 0;
 /** When a run last started or ended (see {@link nowMilliseconds}). */

@@ -5,7 +5,6 @@ import type { ExecuteResult } from '../../core/result.js';
 import type { ApproveToolCall } from '../../tools/tool-approval.js';
 import { launchInterpreter, type RunEnvironment } from '../launch/interpreter-launch.js';
 import { createRunId } from '../launch/run-directory.js';
-import { countRunInFlight } from '../launch/runs-in-flight.js';
 import { finishResult, outputPathsOf } from '../result/finish-result.js';
 import { checkCode, emptyCodeResult, isEmptyCode } from './check-code.js';
 import { type RunEventListener, runEventsFor } from './run-events.js';
@@ -163,8 +162,6 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
     const startedAt = performance.now();
     // The idle timer may fire during the cell: a busy session ignores it, and the cell's end re-arms it.
     this.#busy = true;
-    // A cell is a run to the warm pool, which starts no replacement beside one (see WarmPool).
-    const endRunInFlight = countRunInFlight();
     try {
       const process = await this.#ensureProcess();
       const { environment, launched } = process;
@@ -208,7 +205,6 @@ export class InterpreterSession implements CodecallSession, SlotHolder {
       this.#stateLostUnreported = false;
       return result;
     } finally {
-      endRunInFlight();
       this.#busy = false;
       this.#context.slots.idle();
       if (this.#process !== undefined && !this.#closed) this.#armIdleTimer();

@@ -94,9 +94,9 @@ function isStarting(entry: PoolEntry): boolean {
 /**
  * Interpreters started ahead of time in their sandbox, each waiting (after the boot's preparation) for one script
  * over its channel. A run takes one, hands it the script with `$run`, and the pool starts a replacement once the host
- * is quiet: no run or session cell of the process in flight and none started or ended for
- * {@link POOL_REFILL_QUIET_MS} (or, beside runs in flight, for {@link POOL_REFILL_BESIDE_RUNS_MS}), one interpreter at
- * a time (the next once the last reported `$ready` or died). Starting one costs the host's thread a fork and the cores an
+ * is quiet: no run of the process in flight and none started or ended for {@link POOL_REFILL_QUIET_MS} (or, beside
+ * runs in flight, for {@link POOL_REFILL_BESIDE_RUNS_MS}), one interpreter at a time (the next once the last reported `$ready` or
+ * died). Starting one costs the host's thread a fork and the cores an
  * interpreter's start-up, as much as a cold run: done during runs made back to back, it slowed each of them to a cold
  * run's time, while a run that finds the pool empty merely starts cold. So under continuous load the pool stays
  * empty and runs start cold, as without a pool; it fills again in the next quiet moment. An interpreter is never
