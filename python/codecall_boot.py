@@ -366,13 +366,9 @@ class _Output:
 _HEAP_BLOCK_BYTES = 2 << 20
 
 
-class _Heap:
-    kept = False
-
-
 def keep_freed_heap():
     """Makes glibc's malloc keep freed memory for the next blocks instead of handing it back to the kernel at once
-    (once per process).
+    (called once, by each way the boot starts an interpreter, before the script runs).
 
     By default it gives the top of its heap back as soon as 128 KiB of it are free, and maps every block over 128 KiB
     by itself: the text of a 100 KB file or reply, decoded and then dropped by the script, took fresh pages each time,
@@ -380,13 +376,11 @@ def keep_freed_heap():
     itself raises both thresholds (mallopt(3): the mapping threshold to the block's size, the trimming one to twice
     that); the block is never written, so this costs a mapping and its removal. Another allocator ignores it.
     """
-    if not _Heap.kept:
-        _Heap.kept = True
-        try:
-            bytes(_HEAP_BLOCK_BYTES)
-        except MemoryError:
-            # A memory limit too small for the block: malloc keeps its defaults, the script runs as it would.
-            pass
+    try:
+        bytes(_HEAP_BLOCK_BYTES)
+    except MemoryError:
+        # A memory limit too small for the block: malloc keeps its defaults, the script runs as it would.
+        pass
 
 
 def buffer_output():

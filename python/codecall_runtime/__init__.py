@@ -22,7 +22,6 @@ from codecall_boot import (
     BootVariable,
     ChannelErrorCode,
     flush_output,
-    keep_freed_heap,
 )
 from codecall_boot import _IMAGE_SUFFIXES
 
@@ -127,8 +126,6 @@ class _Channel:
         self._async_waiting = 0
         # Whether the last call made was asynchronous: its reader thread then waits a while for the next one.
         self._async_recent = False
-        # Done by the boot before the script ran; here for a runtime loaded without it.
-        keep_freed_heap()
         # What was read and not yet handed out (the start of a frame, or of the next ones) is `_buffer[:_buffered]`.
         self._buffer = bytearray(_READ_BYTES)
         self._buffered = 0
