@@ -155,27 +155,56 @@ function readReplies(script: Socket, count: number): Promise<Reply[]> {
   });
 }
 
+/** Counts the calls that end: `reached` resolves once `count` of them have. */
+function countCallEnds(count: number): {
+  readonly onCallEnd: () => void;
+  readonly reached: Promise<void>;
+  ended(): number;
+} {
+  let ended = 0;
+  let reach: () => void = () => {};
+  const reached = new Promise<void>((resolve) => {
+    reach = resolve;
+  });
+  return {
+    onCallEnd: () => {
+      ended += 1;
+      if (ended === count) reach();
+    },
+    reached,
+    ended: () => ended,
+  };
+}
+
+/**
+ * Checks the replies to `calls` reads cut while they waited for a buffer (`code`) and to one read sent after them
+ * (id `calls + 1`): every call answered once, some cut, the rest read in full, the last one among those read.
+ */
+function expectCutThenRead(received: Reply[], calls: number, code: number): Reply[] {
+  expect(new Set(received.map((reply) => reply.id)).size).toBe(calls + 1);
+  const cut = received.filter((reply) => reply.error?.code === code);
+  expect(cut.length).toBeGreaterThan(0);
+  const read = received.filter((reply) => reply.error === undefined);
+  expect(read.length + cut.length).toBe(calls + 1);
+  for (const reply of read) expectContent(reply);
+  expect(read.map((reply) => reply.id)).toContain(calls + 1);
+  return cut;
+}
+
 describe.each([
   ['a stream socket', false],
   ['a direct channel (write(2) first, a partial write queues the rest)', true],
 ])("read_file's buffers lent by the tool-call server on %s", (_name, direct) => {
   it('are not lent again while the replies holding their bytes still wait to be written', async () => {
     expect(FILE_BYTES + 1).toBeLessThanOrEqual(LENT_BUFFER_BYTES);
-    let ended = 0;
-    let lentSetEnded: () => void = () => {};
-    const everyBufferLent = new Promise<void>((resolve) => {
-      lentSetEnded = resolve;
-    });
-    const { host, script } = await connect(direct, () => {
-      ended += 1;
-      if (ended === MAX_LENT_REPLY_BUFFERS) lentSetEnded();
-    });
+    const lentSet = countCallEnds(MAX_LENT_REPLY_BUFFERS);
+    const { host, script } = await connect(direct, lentSet.onCallEnd);
     // The script reads nothing until every buffer the server lends has been read into: most replies wait in the
     // host's socket, holding the buffers they were read into. There are more calls than buffers: the calls past them
     // wait for a buffer the socket gives back, which must not be one whose reply still waits.
     script.pause();
     sendReads(script, FILES * 2);
-    await everyBufferLent;
+    await lentSet.reached;
     expect(host.writableLength).toBeGreaterThan(FILE_BYTES * 4);
     const replies = readReplies(script, FILES * 2);
     script.resume();
@@ -206,76 +235,45 @@ describe.each([
 
   it('leave the reads waiting for one to the timeout of their calls, which then never read', async () => {
     const calls = 40;
-    let ended = 0;
-    let allEnded: () => void = () => {};
-    const everyCallEnded = new Promise<void>((resolve) => {
-      allEnded = resolve;
-    });
+    const everyCall = countCallEnds(calls);
     let buffered = 0;
-    const { script } = await connect(
-      direct,
-      () => {
-        ended += 1;
-        if (ended === calls) allEnded();
-      },
-      { toolCallTimeoutMs: 300, onBufferedRead: () => (buffered += 1) },
-    );
+    const { script } = await connect(direct, everyCall.onCallEnd, {
+      toolCallTimeoutMs: 300,
+      onBufferedRead: () => (buffered += 1),
+    });
     // The script reads nothing until every call has ended: the reads without a buffer can only time out.
     script.pause();
     sendReads(script, calls);
-    await everyCallEnded;
+    await everyCall.reached;
     const readsBefore = buffered;
     const replies = readReplies(script, calls + 1);
     script.resume();
     // A last read after the script took every reply: the timed-out calls' waits must not take the buffers before it.
     sendReads(script, 1, calls + 1);
-    const received = await replies;
-    expect(new Set(received.map((reply) => reply.id)).size).toBe(calls + 1);
-    const timedOut = received.filter((reply) => reply.error?.code === ChannelErrorCode.toolCallTimeout);
-    expect(timedOut.length).toBeGreaterThan(0);
-    const read = received.filter((reply) => reply.error === undefined);
-    expect(read.length + timedOut.length).toBe(calls + 1);
-    for (const reply of read) expectContent(reply);
-    expect(read.map((reply) => reply.id)).toContain(calls + 1);
+    expectCutThenRead(await replies, calls, ChannelErrorCode.toolCallTimeout);
     // The last read alone started since: no call that ended while waiting got a buffer.
     expect(buffered - readsBefore).toBe(1);
   });
 
   it('leave the reads waiting for one to be answered when the cell ends, once, and never read', async () => {
     const calls = 40;
-    let ended = 0;
-    let lentSetEnded: () => void = () => {};
-    const everyBufferLent = new Promise<void>((resolve) => {
-      lentSetEnded = resolve;
-    });
+    const lentSet = countCallEnds(MAX_LENT_REPLY_BUFFERS);
     let buffered = 0;
-    const { script, toolServer } = await connect(
-      direct,
-      () => {
-        ended += 1;
-        if (ended === MAX_LENT_REPLY_BUFFERS) lentSetEnded();
-      },
-      { onBufferedRead: () => (buffered += 1) },
-    );
+    const { script, toolServer } = await connect(direct, lentSet.onCallEnd, {
+      onBufferedRead: () => (buffered += 1),
+    });
     script.pause();
     sendReads(script, calls);
-    await everyBufferLent;
+    await lentSet.reached;
     toolServer.refuseCalls('the cell ended');
-    expect(ended).toBe(calls);
+    expect(lentSet.ended()).toBe(calls);
     const readsBefore = buffered;
     toolServer.startBudget({ maxToolCalls: 1_000, toolCallTimeoutMs: 30_000, maxConcurrentToolCalls: 64 });
     const replies = readReplies(script, calls + 1);
     script.resume();
     sendReads(script, 1, calls + 1);
-    const received = await replies;
-    expect(new Set(received.map((reply) => reply.id)).size).toBe(calls + 1);
-    const cut = received.filter((reply) => reply.error?.code === ChannelErrorCode.runEnded);
-    expect(cut.length).toBeGreaterThan(0);
+    const cut = expectCutThenRead(await replies, calls, ChannelErrorCode.runEnded);
     for (const reply of cut) expect(reply.error?.message).toBe('read_file: the cell ended');
-    const read = received.filter((reply) => reply.error === undefined);
-    expect(read.length + cut.length).toBe(calls + 1);
-    for (const reply of read) expectContent(reply);
-    expect(read.map((reply) => reply.id)).toContain(calls + 1);
     // The last read alone started since: no call that ended while waiting got a buffer.
     expect(buffered - readsBefore).toBe(1);
   });
