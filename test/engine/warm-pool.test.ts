@@ -19,6 +19,15 @@ const VITE_NODE = join(REPOSITORY, 'node_modules/.bin/vite-node');
 /** Run directories in place (a used run's directory is renamed away before its result): the interpreters started. */
 const runDirectoriesIn = (runs: string) => readdirSync(runs).filter((name) => !name.startsWith('.'));
 
+/** A script printing the pid of the interpreter that runs it. */
+const PRINT_PID = 'import os\nprint(os.getpid())';
+
+/** A codecall without a sandbox whose pool keeps `size` interpreters, and the folder of its run directories. */
+function pooledCodecall(size: number): { codecall: ReturnType<typeof createCodecall>; runs: string } {
+  const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));
+  return { codecall: createCodecall({ sandbox: 'none', stateDir, pool: { size } }), runs: join(stateDir, 'runs') };
+}
+
 /** Waits until `count` interpreters not in `used` wait in `runs` (or gives up after ten seconds); returns their pids. */
 async function waitingInterpreters(runs: string, used: ReadonlySet<number>, count: number): Promise<number[]> {
   let waiting: number[] = [];
@@ -81,17 +90,14 @@ describe('the warm pool', () => {
   });
 
   it('runs scripts in interpreters started before the run, each used once', async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));
-    const codecall = createCodecall({ sandbox: 'none', stateDir, pool: { size: 2 } });
-    const runs = join(stateDir, 'runs');
-    const printPid = 'import os\nprint(os.getpid())';
+    const { codecall, runs } = pooledCodecall(2);
     try {
-      const used = new Set<number>([Number((await codecall.execute(printPid)).stdout)]);
+      const used = new Set<number>([Number((await codecall.execute(PRINT_PID)).stdout)]);
       for (let run = 0; run < 4; run += 1) {
         // The two waiting interpreters, told apart from the used ones that may still be on their way out.
         const waiting = await waitingInterpreters(runs, used, 2);
         expect(waiting).toHaveLength(2);
-        const result = await codecall.execute(printPid);
+        const result = await codecall.execute(PRINT_PID);
         expect(result.status).toBe('success');
         const pid = Number(result.stdout);
         // Ordering, not clocks: the run's interpreter was already there before the run was asked for.
@@ -105,17 +111,14 @@ describe('the warm pool', () => {
   });
 
   it('serves runs made back to back from the pool, starting no interpreter while they run, and refills after them', async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));
-    const codecall = createCodecall({ sandbox: 'none', stateDir, pool: { size: 3 } });
-    const runs = join(stateDir, 'runs');
-    const printPid = 'import os\nprint(os.getpid())';
+    const { codecall, runs } = pooledCodecall(3);
     try {
-      const used = new Set<number>([Number((await codecall.execute(printPid)).stdout)]);
+      const used = new Set<number>([Number((await codecall.execute(PRINT_PID)).stdout)]);
       const waiting = await waitingInterpreters(runs, used, 3);
       expect(waiting).toHaveLength(3);
       // As a loop or a queue makes them: each run asked for as soon as the last one returned.
       const pids: number[] = [];
-      for (let run = 0; run < 3; run += 1) pids.push(Number((await codecall.execute(printPid)).stdout));
+      for (let run = 0; run < 3; run += 1) pids.push(Number((await codecall.execute(PRINT_PID)).stdout));
       // Ordering, not clocks: every run had an interpreter started before the runs, and none started while they ran
       // (a launch makes its run directory first), which would have taken the cores from the next run.
       expect([...pids].sort()).toEqual([...waiting].sort());
@@ -212,10 +215,8 @@ describe('the warm pool', () => {
   });
 
   it('kills its waiting interpreters on close and leaves no run directory behind', async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), 'codecall-pool-'));
-    const codecall = createCodecall({ sandbox: 'none', stateDir, pool: { size: 3 } });
+    const { codecall, runs } = pooledCodecall(3);
     await codecall.execute('pass');
-    const runs = join(stateDir, 'runs');
     // The interpreter the first run used may still be on its way out: wait for the three waiting ones alone.
     for (let waited = 0; waited < 10_000 && processesIn(runs).length !== 3; waited += 50) await sleep(50);
     expect(processesIn(runs)).toHaveLength(3);
