@@ -119,7 +119,7 @@ export const MAX_LENT_REPLY_BUFFERS = 16;
  * Read buffers the process keeps while no server lends them (4 MiB, of which only the pages reads touched are
  * resident): enough for the next burst of a run, or the next run, to find a whole lent set already faulted in.
  */
-export const MAX_IDLE_REPLY_BUFFERS = MAX_LENT_REPLY_BUFFERS;
+const MAX_IDLE_REPLY_BUFFERS = MAX_LENT_REPLY_BUFFERS;
 
 // One idle list for every server of the process: a run's first burst reuses the buffers of the runs before it.
 const idleReplyBuffers = new IdleBufferList(LENT_BUFFER_BYTES, MAX_IDLE_REPLY_BUFFERS);
