@@ -1,6 +1,9 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 
+/** Sockets given their no-op error listener (see rawRequest). */
+const socketsWithErrorListener = new WeakSet<object>();
+
 /** Where a request goes: a URL, or a path on a server listening on a Unix socket. */
 export interface RequestTarget {
   readonly url: string;
@@ -71,7 +74,12 @@ export function rawRequest(target: RequestTarget, options: RawRequestOptions = {
     );
     // A server that answers before reading the whole body may close the connection under a write: one more error.
     request.on('error', reject);
-    request.on('socket', (socket) => socket.on('error', () => {}));
+    request.on('socket', (socket) => {
+      // A kept-alive socket serves request after request: one listener for all of them.
+      if (socketsWithErrorListener.has(socket)) return;
+      socketsWithErrorListener.add(socket);
+      socket.on('error', () => {});
+    });
     request.end(options.body);
   });
 }
