@@ -302,8 +302,8 @@ class _Channel:
             if pending.waiter is waiter:
                 pending.waiter = None
             elif pending.reply is None and not self._reading:
-                # Woken to read the channel, but leaving (interrupted): another sleeping thread reads instead.
-                self._wake_reader()
+                # Woken to read the channel, but leaving (interrupted): another thread reads instead.
+                self._hand_over_reading()
             raise
         self._lock.acquire()
         sleeping.pop(pending, None)
@@ -323,16 +323,24 @@ class _Channel:
     def _release_reader(self):
         with self._lock:
             self._reading = False
-            if self._wake_reader():
-                # A thread waiting for its reply takes over reading.
-                return
-            if self._waiting:
-                # A thread waiting for a notification takes over reading.
-                self._replied.notify_all()
-            elif self._async_waiting and self._pending:
-                # Asynchronous callers have no thread of their own waiting: keep a reader alive for them.
-                self._reading = True
-                self._start_reader_thread()
+            self._hand_over_reading()
+
+    def _hand_over_reading(self):
+        """Gives the reading of the channel, which nobody has, to who needs it: the thread that has slept longest for
+        its reply; else, while asynchronous calls wait, a new reader thread; else the threads waiting for a
+        notification. Called with the lock held.
+
+        `_waiting` also counts threads whose reply was handed to them and that have not run since: they read for
+        nobody, so they are no reason to leave asynchronous calls without a reader (a run then hung, its awaited
+        reply unread for good). A thread waiting for a notification is woken by the reader thread when it reads one
+        or ends."""
+        if self._wake_reader():
+            return
+        if self._async_waiting and self._pending:
+            self._reading = True
+            self._start_reader_thread()
+        elif self._waiting:
+            self._replied.notify_all()
 
     def _read_alone(self, view, method):
         """Reads the next chunk into `view` for a lone caller of `method`: while that tool's replies have been coming
