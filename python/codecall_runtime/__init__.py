@@ -283,7 +283,8 @@ class _Channel:
             while True:
                 with self._lock:
                     idle = not self._pending
-                    if idle and not self._async_recent:
+                    # A failed channel stays readable (at its end): waiting on it for the next call would spin.
+                    if idle and (not self._async_recent or self._broken is not None):
                         return
                 # Nothing to read for: wait a while for the next asynchronous call's reply (or a notification).
                 if idle and not self._wait_readable(_READER_LINGER_MILLISECONDS):

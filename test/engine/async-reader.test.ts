@@ -110,6 +110,30 @@ print(all(checks), len(checks))
     expect(result.stdout.trim()).toBe('True 42');
   });
 
+  // A closed channel is readable at once (at its end): the reader thread waiting for the next awaited call read that
+  // end over and over, taking a processor for as long as the process lived.
+  it('the reader thread waiting for the next awaited call ends when the channel closes', async () => {
+    const codecall = codecallWith({ tools: [add] });
+    const result = await codecall.execute(`${THREADS_NOW}
+import asyncio, os, socket, time
+import tools.aio as aio
+before = threads_now()
+async def main():
+    return await aio.add(a=1, b=1)
+answer = asyncio.run(main())
+# The script's end of the channel reads no more: the waiting reader thread finds the channel's end.
+channel = socket.socket(fileno=int(os.environ["CODECALL_CHANNEL_FD"]))
+channel.shutdown(socket.SHUT_RD)
+channel.detach()
+deadline = time.monotonic() + 5
+while threads_now() > before and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(answer, threads_now() - before)
+`);
+    expect(result.error).toBeUndefined();
+    expect(result.stdout.trim()).toBe('2 0');
+  });
+
   // A thread reading for its own reply hands other threads theirs. When it read its reply and a sleeping thread's at
   // once, it left before that thread had run: still counted as waiting, that thread was taken for one that would read
   // next, so no reader thread was started for an awaited call made meanwhile, whose reply then lay unread for good (a
