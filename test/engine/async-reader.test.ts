@@ -7,6 +7,8 @@ const codecallWith = useCodecalls();
 
 /** Calls a coroutine awaits one after another. */
 const AWAITED_CALLS = 200;
+/** Reader threads those calls may start: one, and a few more if the machine stalls past the reader's waiting time. */
+const MAX_READER_THREAD_STARTS = 10;
 
 /** How long the `later` tool takes: its reply comes long after the `meet` replies were read. */
 const LATER_MILLISECONDS = 300;
@@ -63,7 +65,9 @@ print(asyncio.run(main()), started[0])
     const [total, threadStarts] = result.stdout.trim().split(' ').map(Number);
     expect(total).toBe((AWAITED_CALLS * (AWAITED_CALLS - 1)) / 2 + AWAITED_CALLS);
     expect(threadStarts).toBeGreaterThanOrEqual(1);
-    expect(threadStarts).toBeLessThanOrEqual(2);
+    // One thread serves them all; a pause of the machine longer than its waiting time (a loaded test run) starts
+    // another. Without the waiting, a thread ended with each reply: 142 thread starts for the 200 calls.
+    expect(threadStarts).toBeLessThanOrEqual(MAX_READER_THREAD_STARTS);
   });
 
   it('the reader thread ends soon after the last awaited call, and later calls read for themselves', async () => {
