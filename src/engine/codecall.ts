@@ -131,7 +131,7 @@ export function createLocalCodecall(options: CodecallOptions = {}, extras: Prepa
     return prepared;
   };
   // Describing the tool needs the module, not the argument checks: it does not wait for the warm-up (an MCP
-  // client's tools/list would otherwise wait for the checker to compile its meta-schema).
+  // client's tools/list would otherwise wait for the checker to load and compile the first schema).
   const prepareToDescribe = async (): Promise<Prepared> => {
     tracking.assertOpen();
     return preparation.prepare();

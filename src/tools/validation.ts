@@ -97,13 +97,17 @@ export function prepareArgumentValidator(validator: ArgumentValidator): Promise<
   return preparers.get(validator)?.() ?? Promise.resolve();
 }
 
-// Options shared by the per-draft Ajv instances: lenient about unknown keywords and formats, fills in defaults.
+// Options shared by the per-draft Ajv instances: lenient about unknown keywords and formats, fills in defaults. A
+// schema is not validated against its draft's meta-schema: compiling the meta-schema costs a process 55–85 ms at its
+// first argument check (a one-shot `codecall run` calling a tool pays it), and Ajv still refuses a keyword whose value
+// has the wrong type when it compiles the schema, which each call then reports (see compileSchema).
 const AJV_OPTIONS: AjvOptions = {
   strict: false,
   allErrors: false,
   validateFormats: false,
   addUsedSchema: false,
   useDefaults: true,
+  validateSchema: false,
 };
 
 /** What codecall uses of an Ajv instance (one class per draft). */

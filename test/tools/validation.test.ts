@@ -142,6 +142,16 @@ describe('JSON Schema argument checks', () => {
     expect((await tool.checkArguments({ to: 'not-an-email' })).ok).toBe(true);
   });
 
+  it('reports a keyword of the wrong type in the schema on each call, without a meta-schema check', async () => {
+    const tool = registerTool(
+      jsonTool('malformed', { type: 'object', properties: { a: { type: 'number', minimum: 'zero' } } }),
+    );
+    const message = await messageOf(tool.checkArguments({ a: 1 }));
+    expect(message).toBe(
+      'malformed: the tool\'s input schema is invalid, so its arguments cannot be checked (minimum value must be ["number"]); this is a problem of the host\'s tool definition',
+    );
+  });
+
   it('reports a schema Ajv cannot compile on each call instead of crashing', async () => {
     const tool = registerTool(jsonTool('broken', { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }));
     const message = await messageOf(tool.checkArguments({ a: 1 }));
