@@ -6,7 +6,8 @@
 // loader keeps the cache in the state folder).
 // Commands loaded on demand (doctor, serve's MCP server, trace, databases, upstream servers) are in the bundle but
 // only initialised when used. The library entries (dist/index.js, dist/mcp-server/...) stay tsc's plain modules.
-// Packages (the MCP SDK, Ajv, optional peers) are not bundled: they resolve from node_modules as before. The bundle
+// Packages (the MCP SDK, Ajv, optional peers) are not bundled: they resolve from node_modules as before, but for Ajv,
+// which the command also has in a bundle of its own (see AJV_ENTRY). The bundle
 // sits in dist/cli/ itself, at the depth of the modules it replaces, so paths taken from import.meta.url (the Python
 // runtime, package.json) resolve the same.
 import { readdirSync, rmSync } from 'node:fs';
@@ -24,7 +25,21 @@ const OLD_CHUNK_PREFIX = 'bundle-';
  * parameters are what main.js passes (keep the two equal).
  */
 const BUNDLE_FUNCTION_START =
-  '(function (exports, require, module, __filename, __dirname, __codecallModuleUrl, __codecallImport) {';
+  '(function (exports, require, module, __filename, __dirname, __codecallModuleUrl, __codecallImport, __codecallLoadAjv) {';
+/** Ajv's bundle (read by main.js: keep the two names equal). */
+const AJV_BUNDLE_FILE = 'ajv-bundle.cjs';
+/** The function Ajv's bundle is the body of: a CommonJS module's parameters (main.js passes them). */
+const AJV_FUNCTION_START = '(function (exports, require, module, __filename, __dirname) {';
+/**
+ * What Ajv's bundle exports: each class required when first asked for, so that only the draft a run's tools use is
+ * initialised (esbuild keeps a bundled module's initialisation for its first `require`).
+ */
+const AJV_ENTRY = `module.exports = {
+  get Ajv() { return require('ajv').Ajv; },
+  get Ajv2019() { return require('ajv/dist/2019.js').Ajv2019; },
+  get Ajv2020() { return require('ajv/dist/2020.js').Ajv2020; },
+};
+`;
 const BUNDLE_FUNCTION_END = '})';
 
 for (const name of readdirSync(OUTPUT_DIRECTORY)) {
@@ -48,6 +63,22 @@ await build({
   banner: { js: BUNDLE_FUNCTION_START },
   footer: { js: BUNDLE_FUNCTION_END },
   sourcemap: true,
+  logLevel: 'warning',
+});
+// Ajv, which checks the arguments of a run's first tool call, as a script of its own that main.js compiles with its own
+// code cache when the command first needs it: from node_modules its eighty-odd modules took a one-shot `codecall run`
+// tens of milliseconds to resolve and compile at that call, and in the command's bundle its code would be read and
+// its cache loaded by every run, calling tools or not. The library entries import the package as before.
+await build({
+  stdin: { contents: AJV_ENTRY, resolveDir: process.cwd(), sourcefile: 'ajv-entry.cjs', loader: 'js' },
+  outfile: join(OUTPUT_DIRECTORY, AJV_BUNDLE_FILE),
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node20',
+  minifyWhitespace: true,
+  banner: { js: AJV_FUNCTION_START },
+  footer: { js: BUNDLE_FUNCTION_END },
   logLevel: 'warning',
 });
 // The loader: reads the bundle and its code cache, falls back to the plain modules when there is no bundle. Built

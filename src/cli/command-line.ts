@@ -9,6 +9,7 @@ import { formatResultForModel } from '../engine/result/format-result.js';
 import { createCodecall } from '../remote/create-codecall.js';
 import { DEFAULT_QUEUE_NAME } from '../remote/fleet-protocol.js';
 import { DEFAULT_WORKER_CONCURRENCY, startFleetWorker } from '../remote/fleet-worker.js';
+import { useAjvPackage } from '../tools/validation.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
 import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting, readHttpToken } from './http-token.js';
 import { liveRunView } from './live-run-view.js';
@@ -354,6 +355,8 @@ async function serveCommand(
     address === undefined ? undefined : await readHttpToken({ tokenFile: serve.tokenFile, environment: process.env });
   // Read once: nothing started later needs it in its environment.
   delete process.env[HTTP_TOKEN_ENVIRONMENT_VARIABLE];
+  // The MCP SDK loads the Ajv package: the argument checks use it too instead of the command's own.
+  useAjvPackage();
   const codecall = createCodecall(options);
   // A server runs other people's code for long: losing the sandbox must be a decision, not a fallback.
   if ((options.sandbox ?? 'auto') === 'auto' && !serve.allowUnsandboxed && (await codecall.isolation()) === 'none') {

@@ -14,23 +14,64 @@ import { readBundle, readCodeCache, writeCodeCache } from './code-cache.js';
 
 /** The bundled command, beside this file (see scripts/bundle-cli.js). */
 const BUNDLE_FILE = fileURLToPath(new URL('./command-line-bundle.cjs', import.meta.url));
+/** Ajv, bundled apart (see scripts/bundle-cli.js): loaded when the command first checks a tool's arguments. */
+const AJV_BUNDLE_FILE = fileURLToPath(new URL('./ajv-bundle.cjs', import.meta.url));
 
 type Main = (argv: readonly string[]) => Promise<number>;
 
-function loadBundle(
-  source: string,
-  key: string,
-  spare: Buffer,
-): { readonly main: Main; readonly script: Script; readonly cached: boolean } {
+/** A script compiled here whose code cache is written once the command has run (it had none for its key). */
+interface UncachedScript {
+  readonly script: Script;
+  readonly key: string;
+  readonly file: string;
+}
+
+/** Scripts compiled without a usable code cache: their caches are written after the command ran. */
+const uncachedScripts: UncachedScript[] = [];
+
+/**
+ * Compiles a bundled script read by `readBundle`, with its code cache when there is one for its key; the script is
+ * the text of a function (see scripts/bundle-cli.js), compiled as it was read: not copied into another.
+ */
+function compileBundled(
+  file: string,
+  bundle: { readonly source: string; readonly key: string; readonly spare: Buffer },
+) {
   // Into the buffer the bundle was read into, decoded already: fresh memory would cost a page fault per page.
-  const cachedData = readCodeCache(key, BUNDLE_FILE, spare);
-  // The file is the text of a function (see scripts/bundle-cli.js), compiled as it was read: not copied into another.
-  const script = new Script(source, {
-    filename: BUNDLE_FILE,
+  const cachedData = readCodeCache(bundle.key, file, bundle.spare);
+  const script = new Script(bundle.source, {
+    filename: file,
     cachedData,
     // Its imports on demand go through __codecallImport (src/core/module-import.ts); this is a fallback only.
     importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
   });
+  if (cachedData === undefined || script.cachedDataRejected === true) {
+    uncachedScripts.push({ script, key: bundle.key, file });
+  }
+  return script;
+}
+
+/**
+ * Ajv's classes from the Ajv bundle, compiled with its own code cache; undefined without that bundle (the command's
+ * argument checks then import the package). Loaded from node_modules, Ajv's eighty-odd modules took a one-shot run
+ * tens of milliseconds to resolve and compile at its first tool call.
+ */
+function loadAjvBundle(): unknown {
+  const bundle = readBundle(AJV_BUNDLE_FILE);
+  if (bundle === undefined) return undefined;
+  const module = { exports: {} };
+  compileBundled(AJV_BUNDLE_FILE, bundle).runInThisContext()(
+    module.exports,
+    createRequire(AJV_BUNDLE_FILE),
+    module,
+    AJV_BUNDLE_FILE,
+    fileURLToPath(new URL('.', import.meta.url)),
+  );
+  return module.exports;
+}
+
+function loadBundle(source: string, key: string, spare: Buffer): Main {
+  const script = compileBundled(BUNDLE_FILE, { source, key, spare });
   const module = { exports: {} as { main?: Main } };
   script.runInThisContext()(
     module.exports,
@@ -42,9 +83,11 @@ function loadBundle(
     import.meta.url,
     // Packages and tool modules it imports on demand, resolved from here (the bundle's folder) by this module.
     (specifier: string) => import(specifier),
+    // Ajv for its argument checks (see src/tools/validation.ts).
+    loadAjvBundle,
   );
   if (module.exports.main === undefined) throw new Error(`${BUNDLE_FILE} exports no main`);
-  return { main: module.exports.main, script, cached: cachedData !== undefined && !script.cachedDataRejected };
+  return module.exports.main;
 }
 
 /**
@@ -73,10 +116,11 @@ async function start(): Promise<void> {
     return;
   }
   const { source, key, spare } = bundleFile;
-  const bundle = loadBundle(source, key, spare);
-  const status = await bundle.main(process.argv.slice(2));
-  // Made after the command ran, so the cache holds the functions it compiled on the way, not only the top level.
-  if (!bundle.cached) writeCodeCache(key, bundle.script.createCachedData(), BUNDLE_FILE);
+  const main = loadBundle(source, key, spare);
+  const status = await main(process.argv.slice(2));
+  // Made after the command ran, so a cache holds the functions it compiled on the way, not only the top level.
+  for (const { script, key: cacheKey, file } of uncachedScripts)
+    writeCodeCache(cacheKey, script.createCachedData(), file);
   await exitOnceWritten(status);
 }
 

@@ -120,20 +120,62 @@ interface SchemaCompiler {
 const ajvByDraft = new Map<JsonSchemaDraft, SchemaCompiler>();
 const ajvLoading = new Map<JsonSchemaDraft, Promise<SchemaCompiler>>();
 
+/** The Ajv classes, one per draft. */
+interface AjvClasses {
+  readonly Ajv: typeof import('ajv').Ajv;
+  readonly Ajv2019: typeof import('ajv/dist/2019.js').Ajv2019;
+  readonly Ajv2020: typeof import('ajv/dist/2020.js').Ajv2020;
+}
+
+/**
+ * Ajv's classes from the `codecall` command's own Ajv bundle, compiled with its code cache (see src/cli/main.ts);
+ * undefined everywhere else.
+ */
+declare const __codecallLoadAjv: (() => unknown) | undefined;
+
+/** The command's bundled Ajv once looked for: its classes, or null when there is none (the package is imported). */
+let bundledAjv: AjvClasses | null | undefined;
+
+/**
+ * Has the argument checks import the Ajv package even in the `codecall` command: `serve` loads it for the MCP SDK
+ * anyway, and one Ajv is less to load than two.
+ */
+export function useAjvPackage(): void {
+  bundledAjv = null;
+}
+
+function ajvFromBundle(): AjvClasses | undefined {
+  if (bundledAjv === undefined) {
+    try {
+      bundledAjv = typeof __codecallLoadAjv === 'function' ? ((__codecallLoadAjv() as AjvClasses) ?? null) : null;
+    } catch {
+      bundledAjv = null;
+    }
+  }
+  return bundledAjv ?? undefined;
+}
+
 // Imported on demand: loading Ajv costs tens of milliseconds, which a run that calls no tool should not pay.
 function loadAjv(draft: JsonSchemaDraft): Promise<SchemaCompiler> {
   let loading = ajvLoading.get(draft);
   if (loading === undefined) {
+    const bundled = ajvFromBundle();
     const created: Promise<SchemaCompiler> =
       draft === 'draft-2020-12'
-        ? importModule<typeof import('ajv/dist/2020.js')>('ajv/dist/2020.js').then(
-            ({ Ajv2020 }) => new Ajv2020(AJV_OPTIONS),
-          )
-        : draft === 'draft-2019-09'
-          ? importModule<typeof import('ajv/dist/2019.js')>('ajv/dist/2019.js').then(
-              ({ Ajv2019 }) => new Ajv2019(AJV_OPTIONS),
+        ? bundled !== undefined
+          ? Promise.resolve().then(() => new bundled.Ajv2020(AJV_OPTIONS))
+          : importModule<typeof import('ajv/dist/2020.js')>('ajv/dist/2020.js').then(
+              ({ Ajv2020 }) => new Ajv2020(AJV_OPTIONS),
             )
-          : importModule<typeof import('ajv')>('ajv').then(({ Ajv }) => new Ajv(AJV_OPTIONS));
+        : draft === 'draft-2019-09'
+          ? bundled !== undefined
+            ? Promise.resolve().then(() => new bundled.Ajv2019(AJV_OPTIONS))
+            : importModule<typeof import('ajv/dist/2019.js')>('ajv/dist/2019.js').then(
+                ({ Ajv2019 }) => new Ajv2019(AJV_OPTIONS),
+              )
+          : bundled !== undefined
+            ? Promise.resolve().then(() => new bundled.Ajv(AJV_OPTIONS))
+            : importModule<typeof import('ajv')>('ajv').then(({ Ajv }) => new Ajv(AJV_OPTIONS));
     loading = created.then((ajv) => {
       ajvByDraft.set(draft, ajv);
       return ajv;

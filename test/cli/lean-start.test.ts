@@ -1,6 +1,6 @@
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, sep } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -115,6 +115,52 @@ describe('codecall run', () => {
       expect(completed).toMatchObject({ status: 0, stdout: '1\n' });
       expect(loadedAtLaunch).toContain('NativeModule child_process');
       expect(loadedAtLaunch.filter((name) => /\bfs\/(streams|promises)\b/.test(name))).toEqual([]);
+    }
+  }, 60_000);
+});
+
+/**
+ * The arguments of a run's first tool call are checked with Ajv, which the command has as a bundled script of its own
+ * with a code cache: loaded from node_modules, its eighty-odd modules cost that call tens of milliseconds.
+ */
+describe('codecall run calling a tool', () => {
+  it('checks the arguments with its own bundled Ajv, the first time and the next, not the package', async () => {
+    const modulesHook = join(temporary, 'loaded-files.cjs');
+    writeFileSync(
+      modulesHook,
+      [
+        "process.on('exit', () => {",
+        "  const { writeFileSync } = require('node:fs');",
+        "  writeFileSync(process.env.LOADED_FILES_FILE, Object.keys(require.cache).join('\\n'));",
+        '});',
+        '',
+      ].join('\n'),
+    );
+    const workspace = join(temporary, 'tool-workspace');
+    mkdirSync(workspace, { mode: 0o755 });
+    writeFileSync(join(workspace, 'note.txt'), 'noted\n');
+    const toolScript = join(temporary, 'read.py');
+    writeFileSync(
+      toolScript,
+      'from tools import read_file\nprint(read_file(path="note.txt")["content"], end="")\ntry:\n    read_file(path=5)\nexcept Exception as error:\n    print(error)\n',
+    );
+    for (const round of [1, 2]) {
+      const listFile = join(temporary, `loaded-files-${round}.txt`);
+      const completed = await runToCompletion(
+        process.execPath,
+        ['-r', modulesHook, command, 'run', '--sandbox', 'none', '--workspace', workspace, toolScript],
+        {
+          cwd: temporary,
+          env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary, LOADED_FILES_FILE: listFile },
+          input: '',
+        },
+      );
+      expect(completed).toMatchObject({
+        status: 0,
+        stdout: "noted\nread_file: argument 'path' must be string (got number 5)\n",
+      });
+      const loaded = readFileSync(listFile, 'utf8').split('\n');
+      expect(loaded.filter((file) => file.includes(`${sep}node_modules${sep}ajv${sep}`))).toEqual([]);
     }
   }, 60_000);
 });
