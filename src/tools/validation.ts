@@ -120,12 +120,11 @@ interface SchemaCompiler {
 const ajvByDraft = new Map<JsonSchemaDraft, SchemaCompiler>();
 const ajvLoading = new Map<JsonSchemaDraft, Promise<SchemaCompiler>>();
 
-/** The Ajv classes, one per draft. */
-interface AjvClasses {
-  readonly Ajv: typeof import('ajv').Ajv;
-  readonly Ajv2019: typeof import('ajv/dist/2019.js').Ajv2019;
-  readonly Ajv2020: typeof import('ajv/dist/2020.js').Ajv2020;
-}
+/** An Ajv class of one draft, as codecall constructs it. */
+type AjvClass = new (options: AjvOptions) => SchemaCompiler;
+
+/** The Ajv classes of the command's bundle (see scripts/bundle-cli.js), one per draft. */
+type AjvClasses = Readonly<Record<'Ajv' | 'Ajv2019' | 'Ajv2020', AjvClass>>;
 
 /**
  * Ajv's classes from the `codecall` command's own Ajv bundle, compiled with its code cache (see src/cli/main.ts);
@@ -155,27 +154,31 @@ function ajvFromBundle(): AjvClasses | undefined {
   return bundledAjv ?? undefined;
 }
 
+/** The Ajv class of `draft` among the bundled ones. */
+function bundledAjvClass(classes: AjvClasses, draft: JsonSchemaDraft): AjvClass {
+  if (draft === 'draft-2020-12') return classes.Ajv2020;
+  if (draft === 'draft-2019-09') return classes.Ajv2019;
+  return classes.Ajv;
+}
+
+/** The Ajv class of `draft` from the package, importing only that draft's module. */
+function importAjvClass(draft: JsonSchemaDraft): Promise<AjvClass> {
+  if (draft === 'draft-2020-12') {
+    return importModule<typeof import('ajv/dist/2020.js')>('ajv/dist/2020.js').then(({ Ajv2020 }) => Ajv2020);
+  }
+  if (draft === 'draft-2019-09') {
+    return importModule<typeof import('ajv/dist/2019.js')>('ajv/dist/2019.js').then(({ Ajv2019 }) => Ajv2019);
+  }
+  return importModule<typeof import('ajv')>('ajv').then(({ Ajv }) => Ajv);
+}
+
 // Imported on demand: loading Ajv costs tens of milliseconds, which a run that calls no tool should not pay.
 function loadAjv(draft: JsonSchemaDraft): Promise<SchemaCompiler> {
   let loading = ajvLoading.get(draft);
   if (loading === undefined) {
     const bundled = ajvFromBundle();
-    const created: Promise<SchemaCompiler> =
-      draft === 'draft-2020-12'
-        ? bundled !== undefined
-          ? Promise.resolve().then(() => new bundled.Ajv2020(AJV_OPTIONS))
-          : importModule<typeof import('ajv/dist/2020.js')>('ajv/dist/2020.js').then(
-              ({ Ajv2020 }) => new Ajv2020(AJV_OPTIONS),
-            )
-        : draft === 'draft-2019-09'
-          ? bundled !== undefined
-            ? Promise.resolve().then(() => new bundled.Ajv2019(AJV_OPTIONS))
-            : importModule<typeof import('ajv/dist/2019.js')>('ajv/dist/2019.js').then(
-                ({ Ajv2019 }) => new Ajv2019(AJV_OPTIONS),
-              )
-          : bundled !== undefined
-            ? Promise.resolve().then(() => new bundled.Ajv(AJV_OPTIONS))
-            : importModule<typeof import('ajv')>('ajv').then(({ Ajv }) => new Ajv(AJV_OPTIONS));
+    const ajvClass = bundled === undefined ? importAjvClass(draft) : Promise.resolve(bundledAjvClass(bundled, draft));
+    const created = ajvClass.then((Ajv) => new Ajv(AJV_OPTIONS));
     loading = created.then((ajv) => {
       ajvByDraft.set(draft, ajv);
       return ajv;
