@@ -182,6 +182,9 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
     if (values.timeout !== undefined) {
       options.limits = { ...(options.limits as Partial<Limits> | undefined), timeoutMs: parseTimeout(values.timeout) };
     }
+    // The MCP SDK (serve's server, an upstream server's client) loads the Ajv package: where it runs, the argument
+    // checks use that Ajv rather than load the command's own as well.
+    if (command === 'serve' || Object.keys(fileOptions.mcpServers ?? {}).length > 0) useAjvPackage();
     switch (command) {
       case 'run':
         return await runCommand(options as CodecallOptions, streams, {
@@ -355,8 +358,6 @@ async function serveCommand(
     address === undefined ? undefined : await readHttpToken({ tokenFile: serve.tokenFile, environment: process.env });
   // Read once: nothing started later needs it in its environment.
   delete process.env[HTTP_TOKEN_ENVIRONMENT_VARIABLE];
-  // The MCP SDK loads the Ajv package: the argument checks use it too instead of the command's own.
-  useAjvPackage();
   const codecall = createCodecall(options);
   // A server runs other people's code for long: losing the sandbox must be a decision, not a fallback.
   if ((options.sandbox ?? 'auto') === 'auto' && !serve.allowUnsandboxed && (await codecall.isolation()) === 'none') {
