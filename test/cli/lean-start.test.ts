@@ -23,7 +23,8 @@ chmodSync(temporary, 0o711);
 afterAll(() => rmSync(temporary, { recursive: true, force: true }));
 
 const hook = join(temporary, 'loaded-modules.cjs');
-// The list as the process exits, and as it was when the process first spawned a child (the run's launch).
+// The list as the process exits, and as it was when the process first spawned a child (the run's launch); and the
+// files the process loaded as CommonJS modules.
 writeFileSync(
   hook,
   [
@@ -38,6 +39,7 @@ writeFileSync(
     "  const { writeFileSync } = require('node:fs');",
     "  writeFileSync(process.env.LOADED_MODULES_FILE, process.moduleLoadList.join('\\n'));",
     "  writeFileSync(process.env.LOADED_MODULES_FILE + '.launch', atLaunch ?? '');",
+    "  writeFileSync(process.env.LOADED_MODULES_FILE + '.files', Object.keys(require.cache).join('\\n'));",
     '});',
     '',
   ].join('\n'),
@@ -46,14 +48,21 @@ const script = join(temporary, 'print.py');
 writeFileSync(script, 'print(1)\n');
 
 /**
- * Runs `codecall run` on the script, its standard input an empty pipe, or /dev/null for `input: null`; its output, and
- * the built-in modules its process loaded.
+ * Runs `codecall run` on the script (`print(1)` unless `runArguments` name another, with options before it), its
+ * standard input an empty pipe, or /dev/null for `input: null`; its output, the built-in modules its process loaded,
+ * and the module files.
  */
-async function run(name: string, round: number, sandbox = name, input: '' | null = '') {
+async function run(
+  name: string,
+  round: number,
+  sandbox = name,
+  input: '' | null = '',
+  runArguments: readonly string[] = [script],
+) {
   const listFile = join(temporary, `loaded-${name}-${round}.txt`);
   const completed = await runToCompletion(
     process.execPath,
-    ['-r', hook, command, 'run', '--sandbox', sandbox, script],
+    ['-r', hook, command, 'run', '--sandbox', sandbox, ...runArguments],
     {
       cwd: temporary,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary, LOADED_MODULES_FILE: listFile },
@@ -64,6 +73,7 @@ async function run(name: string, round: number, sandbox = name, input: '' | null
     completed,
     loaded: readFileSync(listFile, 'utf8').split('\n'),
     loadedAtLaunch: readFileSync(`${listFile}.launch`, 'utf8').split('\n'),
+    loadedFiles: readFileSync(`${listFile}.files`, 'utf8').split('\n'),
   };
 }
 
@@ -125,17 +135,6 @@ describe('codecall run', () => {
  */
 describe('codecall run calling a tool', () => {
   it('checks the arguments with its own bundled Ajv, the first time and the next, not the package', async () => {
-    const modulesHook = join(temporary, 'loaded-files.cjs');
-    writeFileSync(
-      modulesHook,
-      [
-        "process.on('exit', () => {",
-        "  const { writeFileSync } = require('node:fs');",
-        "  writeFileSync(process.env.LOADED_FILES_FILE, Object.keys(require.cache).join('\\n'));",
-        '});',
-        '',
-      ].join('\n'),
-    );
     const workspace = join(temporary, 'tool-workspace');
     mkdirSync(workspace, { mode: 0o755 });
     writeFileSync(join(workspace, 'note.txt'), 'noted\n');
@@ -145,22 +144,12 @@ describe('codecall run calling a tool', () => {
       'from tools import read_file\nprint(read_file(path="note.txt")["content"], end="")\ntry:\n    read_file(path=5)\nexcept Exception as error:\n    print(error)\n',
     );
     for (const round of [1, 2]) {
-      const listFile = join(temporary, `loaded-files-${round}.txt`);
-      const completed = await runToCompletion(
-        process.execPath,
-        ['-r', modulesHook, command, 'run', '--sandbox', 'none', '--workspace', workspace, toolScript],
-        {
-          cwd: temporary,
-          env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary, LOADED_FILES_FILE: listFile },
-          input: '',
-        },
-      );
+      const { completed, loadedFiles } = await run('tool', round, 'none', '', ['--workspace', workspace, toolScript]);
       expect(completed).toMatchObject({
         status: 0,
         stdout: "noted\nread_file: argument 'path' must be string (got number 5)\n",
       });
-      const loaded = readFileSync(listFile, 'utf8').split('\n');
-      expect(loaded.filter((file) => file.includes(`${sep}node_modules${sep}ajv${sep}`))).toEqual([]);
+      expect(loadedFiles.filter((file) => file.includes(`${sep}node_modules${sep}ajv${sep}`))).toEqual([]);
     }
   }, 60_000);
 });
