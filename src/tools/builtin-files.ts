@@ -544,11 +544,7 @@ function scanLines(
     } else {
       buffer = Buffer.allocUnsafe(readSize);
     }
-    const bytesRead = readSync(fd, buffer, 0, readSize, null);
-    if (bytesRead === 0) return scanner;
-    scanner.add(buffer.subarray(0, bytesRead));
-    // A regular file that gave less than asked once it gave what its stats said is at its end.
-    if (bytesRead < readSize && scanner.totalBytes >= size) return scanner;
+    if (tookLastRead(scanner, buffer, readSync(fd, buffer, 0, readSize, null), readSize, size)) return scanner;
     readSize = READ_CHUNK_BYTES;
   }
   return scanRest(fd, size, readSize, scanner, context);
@@ -568,12 +564,25 @@ async function scanRest(
     // Only a read through the thread pool can outlast its call: checking there alone spares the quick reads the
     // making of the call's signal.
     if (context.signal.aborted) throw new FileToolError('read_file: the call was cancelled');
-    const bytesRead = await readDescriptor(fd, buffer, 0, readSize);
-    if (bytesRead === 0) return scanner;
-    scanner.add(buffer.subarray(0, bytesRead));
-    if (bytesRead < readSize && scanner.totalBytes >= size) return scanner;
+    if (tookLastRead(scanner, buffer, await readDescriptor(fd, buffer, 0, readSize), readSize, size)) return scanner;
     readSize = READ_CHUNK_BYTES;
   }
+}
+
+/**
+ * Gives the scan the `bytesRead` bytes a read of `readSize` put in `buffer`; says whether it was the file's last read:
+ * nothing came, or a regular file of `size` bytes by its stats gave less than asked once it had given them all.
+ */
+function tookLastRead(
+  scanner: LineScanner,
+  buffer: Buffer,
+  bytesRead: number,
+  readSize: number,
+  size: number,
+): boolean {
+  if (bytesRead === 0) return true;
+  scanner.add(buffer.subarray(0, bytesRead));
+  return bytesRead < readSize && scanner.totalBytes >= size;
 }
 
 /** Result of `write_file`. */
