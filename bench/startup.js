@@ -114,13 +114,16 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
     print('codecall run…');
     const parent = traversableFolder('codecall-bench-cli-');
     try {
-      const { command } = printCommandIn(parent, 'cli');
+      const { command, toolCommand } = printCommandIn(parent, 'cli');
       // The first command fills the state folder's cache: every later process finds it, as a user's would.
       await timeCommand(command);
+      await timeCommand(toolCommand);
       const whole = [];
+      const withToolCall = [];
       const bare = [];
       for (let run = 0; run < commandRounds(runs); run += 1) {
         whole.push(await timeCommand(command));
+        withToolCall.push(await timeCommand(toolCommand));
         bare.push(
           (await timeSpawn(process.execPath, ['-e', '0'], { env: COMMAND_ENVIRONMENT })) +
             (await timeSpawn(interpreter.executable, ['-S', '-c', 'pass'])),
@@ -134,6 +137,14 @@ export async function measureStartup({ stateDir, interpreter, runs, only }) {
         baselineName: 'node -e 0 + python -S -c pass',
         target: '≤ 2× baseline',
         met: median(whole) <= 2 * median(bare),
+      });
+      // What a one-shot run's first tool call adds: the argument check's Ajv, the built-in tool, the round trip.
+      rows.push({
+        figure: 'codecall run of one read_file call, whole command',
+        unit: 'ms',
+        value: median(withToolCall),
+        baseline: median(whole),
+        baselineName: 'codecall run print(1)',
       });
     } finally {
       rmSync(parent, { recursive: true, force: true });
@@ -408,13 +419,26 @@ function traversableFolder(prefix) {
   return folder;
 }
 
-/** A folder `name` in `parent` with print.py and a codecall.json keeping its state inside, and the command running it. */
+/**
+ * A folder `name` in `parent` with print.py, read.py and a codecall.json keeping its state inside, and the commands
+ * running the two.
+ */
 function printCommandIn(parent, name) {
   const folder = join(parent, name);
   mkdirSync(folder, { recursive: true });
   writeFileSync(join(folder, 'print.py'), 'print(1)\n');
+  writeFileSync(
+    join(folder, 'read.py'),
+    'from tools import read_file\nprint(read_file(path="print.py")["totalLines"])\n',
+  );
   writeFileSync(join(folder, 'codecall.json'), JSON.stringify({ stateDir: join(folder, 'state') }));
-  return { folder, command: [CLI, 'run', '--config', join(folder, 'codecall.json'), join(folder, 'print.py')] };
+  const run = [CLI, 'run', '--config', join(folder, 'codecall.json')];
+  return {
+    folder,
+    command: [...run, join(folder, 'print.py')],
+    // The same run calling the built-in read_file once, on a file of the folder (the workspace).
+    toolCommand: [...run, '--workspace', folder, join(folder, 'read.py')],
+  };
 }
 
 /** Wall time of the `codecall` command with these arguments, in a fresh process. */
