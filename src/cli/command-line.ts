@@ -369,7 +369,6 @@ async function serveCommand(
     );
     return EXIT_BAD_CONFIGURATION;
   }
-  const { serveHttp, serveStdio } = await import('../mcp-server/index.js');
   let stopServing = (): void => {};
   const shutdown = new Promise<void>((resolve) => {
     stopServing = resolve;
@@ -378,6 +377,9 @@ async function serveCommand(
   process.once('SIGTERM', stopServing);
   try {
     if (address !== undefined && tokenSetting !== undefined) {
+      // Each transport's module alone: the MCP entry also loads the SDK's client side and the other transport (its
+      // HTTP framework), tens of milliseconds of a stdio server's start.
+      const { serveHttp } = await import('../mcp-server/streamable-http-server.js');
       const server = await serveHttp(codecall, {
         ...address,
         host: serve.host,
@@ -393,6 +395,7 @@ async function serveCommand(
       await shutdown;
       await server.close();
     } else {
+      const { serveStdio } = await import('../mcp-server/execute-code-server.js');
       const server = await serveStdio(codecall, { input: streams.stdin, output: streams.stdout });
       await Promise.race([shutdown, server.closed]);
     }
