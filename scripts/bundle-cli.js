@@ -6,11 +6,11 @@
 // loader keeps the cache in the state folder).
 // Commands loaded on demand (doctor, serve's MCP server, trace, databases, upstream servers) are in the bundle but
 // only initialised when used. The library entries (dist/index.js, dist/mcp-server/...) stay tsc's plain modules.
-// Packages (the MCP SDK, Ajv, optional peers) are not bundled: they resolve from node_modules as before, but for Ajv,
-// which the command also has in a bundle of its own (see AJV_ENTRY). The bundle
+// Packages (the MCP SDK, Ajv, optional peers) are not bundled: they resolve from node_modules as before, but for Ajv
+// and the MCP SDK, which the command also has in bundles of their own (see AJV_ENTRY, MCP_SDK_SPECIFIERS). The bundle
 // sits in dist/cli/ itself, at the depth of the modules it replaces, so paths taken from import.meta.url (the Python
 // runtime, package.json) resolve the same.
-import { readdirSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 
@@ -28,8 +28,11 @@ const BUNDLE_FUNCTION_START =
   '(function (exports, require, module, __filename, __dirname, __codecallModuleUrl, __codecallImport, __codecallLoadAjv) {';
 /** Ajv's bundle (read by main.js: keep the two names equal). */
 const AJV_BUNDLE_FILE = 'ajv-bundle.cjs';
-/** The function Ajv's bundle is the body of: a CommonJS module's parameters (main.js passes them). */
-const AJV_FUNCTION_START = '(function (exports, require, module, __filename, __dirname) {';
+/**
+ * The function a package's bundle (Ajv's, the MCP SDK's) is the body of: a CommonJS module's parameters (main.js
+ * passes them).
+ */
+const MODULE_FUNCTION_START = '(function (exports, require, module, __filename, __dirname) {';
 /**
  * What Ajv's bundle exports: each class required when first asked for, so that only the draft a run's tools use is
  * initialised (esbuild keeps a bundled module's initialisation for its first `require`).
@@ -41,6 +44,33 @@ const AJV_ENTRY = `module.exports = {
 };
 `;
 const BUNDLE_FUNCTION_END = '})';
+/** The MCP SDK's bundle (read by main.js: keep the two names equal). */
+const MCP_SDK_BUNDLE_FILE = 'mcp-sdk-bundle.cjs';
+/**
+ * The MCP SDK modules the command requires (main.js serves each from the SDK's bundle): all of them, so that the
+ * command holds one copy of each SDK class (an `McpError` from the client must be one to the server). The build fails
+ * when the command requires another.
+ */
+const MCP_SDK_SPECIFIERS = [
+  '@modelcontextprotocol/sdk/client/index.js',
+  '@modelcontextprotocol/sdk/client/stdio.js',
+  '@modelcontextprotocol/sdk/client/streamableHttp.js',
+  '@modelcontextprotocol/sdk/server/index.js',
+  '@modelcontextprotocol/sdk/server/stdio.js',
+  '@modelcontextprotocol/sdk/server/streamableHttp.js',
+  '@modelcontextprotocol/sdk/types.js',
+];
+/**
+ * What the SDK's bundle exports: a function giving the module of a specifier of MCP_SDK_SPECIFIERS (undefined for
+ * another), each module initialised when first asked for, so a stdio server sets up neither the client nor HTTP.
+ */
+const MCP_SDK_ENTRY = `const modules = {
+${MCP_SDK_SPECIFIERS.map((specifier) => `  ${JSON.stringify(specifier)}: () => require(${JSON.stringify(specifier)}),`).join('\n')}
+};
+module.exports = (specifier) => (Object.hasOwn(modules, specifier) ? modules[specifier]() : undefined);
+`;
+/** How the command's bundle requires a module of the MCP SDK (esbuild writes external requires so). */
+const MCP_SDK_REQUIRE = /require\("(@modelcontextprotocol\/sdk\/[^"]+)"\)/g;
 
 for (const name of readdirSync(OUTPUT_DIRECTORY)) {
   if (name.startsWith(OLD_CHUNK_PREFIX)) rmSync(join(OUTPUT_DIRECTORY, name));
@@ -77,7 +107,32 @@ await build({
   platform: 'node',
   target: 'node20',
   minifyWhitespace: true,
-  banner: { js: AJV_FUNCTION_START },
+  banner: { js: MODULE_FUNCTION_START },
+  footer: { js: BUNDLE_FUNCTION_END },
+  logLevel: 'warning',
+});
+// The MCP SDK (its server for `serve`, its client for upstream servers, their zod schemas and Ajv), as a script of its
+// own that main.js compiles with its own code cache when the command first requires one of its modules: from
+// node_modules, its modules took `serve` one to two hundred milliseconds to resolve and compile before it answered
+// `initialize`. The library entries (codecall/mcp) import the package as before.
+const commandBundle = readFileSync(join(OUTPUT_DIRECTORY, BUNDLE_FILE), 'utf8');
+const unbundled = [...new Set([...commandBundle.matchAll(MCP_SDK_REQUIRE)].map((match) => match[1]))].filter(
+  (specifier) => !MCP_SDK_SPECIFIERS.includes(specifier),
+);
+if (unbundled.length > 0) {
+  throw new Error(
+    `the command requires MCP SDK modules its SDK bundle lacks: add ${unbundled.join(', ')} to MCP_SDK_SPECIFIERS`,
+  );
+}
+await build({
+  stdin: { contents: MCP_SDK_ENTRY, resolveDir: process.cwd(), sourcefile: 'mcp-sdk-entry.cjs', loader: 'js' },
+  outfile: join(OUTPUT_DIRECTORY, MCP_SDK_BUNDLE_FILE),
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node20',
+  minifyWhitespace: true,
+  banner: { js: MODULE_FUNCTION_START },
   footer: { js: BUNDLE_FUNCTION_END },
   logLevel: 'warning',
 });

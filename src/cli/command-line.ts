@@ -9,7 +9,6 @@ import { formatResultForModel } from '../engine/result/format-result.js';
 import { createCodecall } from '../remote/create-codecall.js';
 import { DEFAULT_QUEUE_NAME } from '../remote/fleet-protocol.js';
 import { DEFAULT_WORKER_CONCURRENCY, startFleetWorker } from '../remote/fleet-worker.js';
-import { useAjvPackage } from '../tools/validation.js';
 import { CLI_DEFAULTS, loadConfigFile } from './config-file.js';
 import { HTTP_TOKEN_ENVIRONMENT_VARIABLE, type HttpTokenSetting, readHttpToken } from './http-token.js';
 import { liveRunView } from './live-run-view.js';
@@ -182,9 +181,6 @@ async function runCommandLine(argv: readonly string[], streams: CommandLineStrea
     if (values.timeout !== undefined) {
       options.limits = { ...(options.limits as Partial<Limits> | undefined), timeoutMs: parseTimeout(values.timeout) };
     }
-    // The MCP SDK (serve's server, an upstream server's client) loads the Ajv package: where it runs, the argument
-    // checks use that Ajv rather than load the command's own as well.
-    if (command === 'serve' || Object.keys(fileOptions.mcpServers ?? {}).length > 0) useAjvPackage();
     switch (command) {
       case 'run':
         return await runCommand(options as CodecallOptions, streams, {

@@ -17,7 +17,14 @@ const BUNDLE_FILE = fileURLToPath(new URL('./command-line-bundle.cjs', import.me
 /** Ajv, bundled apart (see scripts/bundle-cli.js): loaded when the command first checks a tool's arguments. */
 const AJV_BUNDLE_FILE = fileURLToPath(new URL('./ajv-bundle.cjs', import.meta.url));
 
+/** The MCP SDK, bundled apart (see scripts/bundle-cli.js): loaded when the command first requires one of its modules. */
+const MCP_SDK_BUNDLE_FILE = fileURLToPath(new URL('./mcp-sdk-bundle.cjs', import.meta.url));
+/** What the command requires of the MCP SDK starts so (its bundle serves every such module, see commandRequire). */
+const MCP_SDK_PREFIX = '@modelcontextprotocol/sdk/';
+
 type Main = (argv: readonly string[]) => Promise<number>;
+/** The MCP SDK bundle's export: the module of one of its specifiers, undefined for another. */
+type McpSdkModules = (specifier: string) => unknown;
 
 /** A script compiled here whose code cache is written once the command has run (it had none for its key). */
 interface UncachedScript {
@@ -52,22 +59,65 @@ function compileBundled(
 }
 
 /**
- * Ajv's classes from the Ajv bundle, compiled with its own code cache; undefined without that bundle (the command's
- * argument checks then import the package). Loaded from node_modules, Ajv's eighty-odd modules took a one-shot run
- * tens of milliseconds to resolve and compile at its first tool call.
+ * The exports of a package's bundle (a CommonJS module's body, see scripts/bundle-cli.js), compiled with its own code
+ * cache; undefined when the file is not there.
  */
-function loadAjvBundle(): unknown {
-  const bundle = readBundle(AJV_BUNDLE_FILE);
+function loadPackageBundle(file: string): unknown {
+  const bundle = readBundle(file);
   if (bundle === undefined) return undefined;
   const module = { exports: {} };
-  compileBundled(AJV_BUNDLE_FILE, bundle).runInThisContext()(
+  compileBundled(file, bundle).runInThisContext()(
     module.exports,
-    createRequire(AJV_BUNDLE_FILE),
+    createRequire(file),
     module,
-    AJV_BUNDLE_FILE,
+    file,
     fileURLToPath(new URL('.', import.meta.url)),
   );
   return module.exports;
+}
+
+/**
+ * Ajv's classes from the Ajv bundle; undefined without that bundle (the command's argument checks then import the
+ * package). Loaded from node_modules, Ajv's eighty-odd modules took a one-shot run tens of milliseconds to resolve and
+ * compile at its first tool call.
+ */
+function loadAjvBundle(): unknown {
+  return loadPackageBundle(AJV_BUNDLE_FILE);
+}
+
+/** The MCP SDK bundle's modules, or null when it is not there or does not compile (the package is required then). */
+function loadMcpSdkBundle(): McpSdkModules | null {
+  try {
+    const modules = loadPackageBundle(MCP_SDK_BUNDLE_FILE);
+    return typeof modules === 'function' ? (modules as McpSdkModules) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The `require` of the command's bundle: modules of the MCP SDK from the SDK's bundle, loaded at the first of them
+ * (`serve`, upstream servers), everything else from node_modules. From node_modules, the SDK's modules took `serve`
+ * one to two hundred milliseconds to resolve and compile before it answered `initialize`. Without the SDK's bundle,
+ * or for a module it lacks (the build checks there is none), the package.
+ */
+function commandRequire(): NodeJS.Require {
+  const nodeRequire = createRequire(BUNDLE_FILE);
+  let sdkModules: McpSdkModules | null | undefined;
+  const required = (specifier: string): unknown => {
+    if (specifier.startsWith(MCP_SDK_PREFIX)) {
+      sdkModules ??= loadMcpSdkBundle();
+      const module = sdkModules?.(specifier);
+      if (module !== undefined) return module;
+    }
+    return nodeRequire(specifier);
+  };
+  return Object.assign(required, {
+    resolve: nodeRequire.resolve,
+    cache: nodeRequire.cache,
+    extensions: nodeRequire.extensions,
+    main: nodeRequire.main,
+  });
 }
 
 function loadBundle(source: string, key: string, spare: Buffer): Main {
@@ -75,7 +125,7 @@ function loadBundle(source: string, key: string, spare: Buffer): Main {
   const module = { exports: {} as { main?: Main } };
   script.runInThisContext()(
     module.exports,
-    createRequire(BUNDLE_FILE),
+    commandRequire(),
     module,
     BUNDLE_FILE,
     fileURLToPath(new URL('.', import.meta.url)),

@@ -135,14 +135,6 @@ declare const __codecallLoadAjv: (() => unknown) | undefined;
 /** The command's bundled Ajv once looked for: its classes, or null when there is none (the package is imported). */
 let bundledAjv: AjvClasses | null | undefined;
 
-/**
- * Has the argument checks import the Ajv package even in the `codecall` command: `serve` loads it for the MCP SDK
- * anyway, and one Ajv is less to load than two.
- */
-export function useAjvPackage(): void {
-  bundledAjv = null;
-}
-
 function ajvFromBundle(): AjvClasses | undefined {
   if (bundledAjv === undefined) {
     try {

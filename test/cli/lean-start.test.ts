@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, sep } from 'node:path';
@@ -5,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SETTLED_FILE_AGE_NS } from '../../src/cli/code-cache.js';
+import { FIXTURE_SERVER_PATH } from '../mcp/mcp-test-servers.js';
 import { runToCompletion } from '../support/completed-process.js';
 
 /**
@@ -152,6 +154,104 @@ describe('codecall run calling a tool', () => {
       // The list is the process's own (the hook is in it), and holds no file of the package.
       expect(loadedFiles).toContain(hook);
       expect(loadedFiles.filter((file) => file.includes(`${sep}node_modules${sep}ajv${sep}`))).toEqual([]);
+    }
+  }, 60_000);
+});
+
+/** Module files of the MCP SDK, Ajv and zod packages among `files`. */
+function packageFiles(files: readonly string[]): string[] {
+  return files.filter((file) =>
+    ['@modelcontextprotocol', 'ajv', 'zod'].some((name) => file.includes(`${sep}node_modules${sep}${name}${sep}`)),
+  );
+}
+
+/**
+ * `codecall serve` on stdio with the hook: sends `initialize`, then one `execute_code` of `code`, each once the answer
+ * before it came; ends its input after the second answer. Resolves the answers, the exit status and the module files.
+ */
+async function serveOnce(name: string, workspace: string, code: string) {
+  const listFile = join(temporary, `loaded-${name}.txt`);
+  const child = spawn(process.execPath, ['-r', hook, command, 'serve', '--sandbox', 'none', '--workspace', workspace], {
+    cwd: temporary,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary, LOADED_MODULES_FILE: listFile },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  const answers: unknown[] = [];
+  let pending = '';
+  let answered: (() => void) | undefined;
+  child.stdout.on('data', (chunk) => {
+    pending += chunk;
+    for (let newline = pending.indexOf('\n'); newline !== -1; newline = pending.indexOf('\n')) {
+      const message = JSON.parse(pending.slice(0, newline)) as { id?: unknown };
+      pending = pending.slice(newline + 1);
+      if (message.id !== undefined) {
+        answers.push(message);
+        answered?.();
+      }
+    }
+  });
+  const send = (message: object) => child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+  const answer = (count: number) =>
+    new Promise<void>((resolve) => {
+      answered = () => {
+        if (answers.length >= count) resolve();
+      };
+      answered();
+    });
+  send({
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '1' } },
+  });
+  await answer(1);
+  send({ method: 'notifications/initialized' });
+  send({ id: 2, method: 'tools/call', params: { name: 'execute_code', arguments: { code } } });
+  await answer(2);
+  child.stdin.end();
+  const status = await exited;
+  return { answers, status, stderr, loadedFiles: readFileSync(`${listFile}.files`, 'utf8').split('\n') };
+}
+
+/**
+ * The MCP SDK (its server for `serve`, its client for upstream servers) is a bundled script of its own with a code
+ * cache: from node_modules its modules, zod and Ajv took `serve` one to two hundred milliseconds before it answered
+ * `initialize`. The command's own Ajv checks the arguments of tool calls there too.
+ */
+describe('the MCP SDK from its bundle', () => {
+  it('serves execute_code and checks tool arguments loading no file of the SDK, zod or Ajv packages', async () => {
+    const workspace = join(temporary, 'serve-workspace');
+    mkdirSync(workspace, { mode: 0o755 });
+    writeFileSync(join(workspace, 'note.txt'), 'noted\n');
+    const code =
+      'from tools import read_file\nprint(read_file(path="note.txt")["content"], end="")\ntry:\n    read_file(path=5)\nexcept Exception as error:\n    print(error)\n';
+    for (const round of [1, 2]) {
+      const { answers, status, stderr, loadedFiles } = await serveOnce(`serve-${round}`, workspace, code);
+      expect(status, stderr).toBe(0);
+      expect(answers[0]).toMatchObject({ id: 1, result: { serverInfo: { name: 'codecall' } } });
+      expect(JSON.stringify(answers[1])).toContain("noted\\nread_file: argument 'path' must be string (got number 5)");
+      expect(loadedFiles).toContain(hook);
+      expect(packageFiles(loadedFiles)).toEqual([]);
+    }
+  }, 60_000);
+
+  it('runs a script calling an upstream server loading no file of the SDK, zod or Ajv packages', async () => {
+    const config = join(temporary, 'upstream.json');
+    writeFileSync(
+      config,
+      JSON.stringify({ mcpServers: { fixture: { command: process.execPath, args: [FIXTURE_SERVER_PATH] } } }),
+    );
+    const upstreamScript = join(temporary, 'upstream.py');
+    writeFileSync(upstreamScript, 'from tools import fixture\nprint(fixture.echo(text="through the client"))\n');
+    for (const round of [1, 2]) {
+      const { completed, loadedFiles } = await run('upstream', round, 'none', '', ['--config', config, upstreamScript]);
+      expect(completed).toMatchObject({ status: 0, stdout: 'through the client\n' });
+      expect(loadedFiles).toContain(hook);
+      expect(packageFiles(loadedFiles)).toEqual([]);
     }
   }, 60_000);
 });
