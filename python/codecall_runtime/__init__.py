@@ -93,6 +93,10 @@ class _PendingAsyncCall:
         self.future = future
 
     def deliver(self, reply):
+        if _running_loop() is self.loop:
+            # Read by the loop's own reader (see _Channel._on_loop_readable): the future is settled in place.
+            _resolve_future(self.future, reply)
+            return
         try:
             self.loop.call_soon_threadsafe(_resolve_future, self.future, reply)
         except RuntimeError:
@@ -104,7 +108,9 @@ class _Channel:
     """One NDJSON channel over an inherited socket descriptor, shared by all threads of the script.
 
     Whichever thread is waiting reads the socket ("leader") and hands other threads their replies, so a lone
-    sequential caller never switches threads; asynchronous callers get a reader thread while they wait.
+    sequential caller never switches threads. Asynchronous callers have their event loop watch the socket and read
+    what comes (see _on_loop_readable), with no thread between the reply and the coroutine; where that cannot be (a
+    thread reads already, calls of another loop, a loop without readers), a reader thread reads while they wait.
     """
 
     def __init__(self, descriptor, max_frame_bytes):
@@ -124,6 +130,10 @@ class _Channel:
         # the order they started to wait (a dict used as an ordered set).
         self._sleeping_calls = {}
         self._async_waiting = 0
+        # The asynchronous calls waiting, by event loop.
+        self._async_loops = {}
+        # The event loop that watches the channel for its coroutines' replies (see _on_loop_readable), or None.
+        self._loop_reader = None
         # Whether the last call made was asynchronous: its reader thread then waits a while for the next one.
         self._async_recent = False
         # What was read and not yet handed out (the start of a frame, or of the next ones) is `_buffer[:_buffered]`.
@@ -262,18 +272,73 @@ class _Channel:
         future = loop.create_future()
         with self._lock:
             self._async_waiting += 1
+            self._async_loops[loop] = self._async_loops.get(loop, 0) + 1
         try:
             self._register(method, params, _PendingAsyncCall(loop, future))
             with self._lock:
                 self._async_recent = True
-                if not self._reading:
+                if not self._reading and not self._watch_from(loop):
                     self._reading = True
                     self._start_reader_thread()
             reply = await future
         finally:
             with self._lock:
                 self._async_waiting -= 1
+                left = self._async_loops.pop(loop) - 1
+                if left:
+                    self._async_loops[loop] = left
+                elif self._loop_reader is loop and _running_loop() is loop:
+                    # The loop's last call ended (answered, or cancelled as the loop ends): it stops watching.
+                    self._stop_watching()
         return _settle(method, reply)
+
+    def _watch_from(self, loop):
+        """Has `loop` (the running loop) watch the channel for its coroutines' replies, unless another loop does;
+        says whether it does. Called with the lock held, nobody reading."""
+        watcher = self._loop_reader
+        if watcher is loop:
+            return True
+        if watcher is not None and not watcher.is_closed():
+            return False
+        self._loop_reader = None
+        try:
+            loop.add_reader(self._descriptor, self._on_loop_readable, loop)
+        except Exception:
+            # A loop without readers (or one that refuses this descriptor): a reader thread serves it.
+            return False
+        self._loop_reader = loop
+        return True
+
+    def _stop_watching(self):
+        """The watching loop (running in this thread) stops watching the channel. Called with the lock held."""
+        loop = self._loop_reader
+        self._loop_reader = None
+        try:
+            loop.remove_reader(self._descriptor)
+        except Exception:
+            pass
+
+    def _on_loop_readable(self, loop):
+        """Reads what came for the watching loop's coroutines, in the loop, without blocking it: a thread that reads
+        already keeps reading (the loop stops watching: the channel would stay readable for it until that thread has
+        read), and one that wants to read while the loop is busy elsewhere reads (nobody reading), so no thread ever
+        waits for the loop to come round. A failed channel, or a loop with no call waiting, stops the watch; then
+        whoever needs the reading gets it (see _hand_over_reading)."""
+        with self._lock:
+            if self._loop_reader is not loop:
+                return
+            if self._reading:
+                self._stop_watching()
+                return
+            self._reading = True
+        try:
+            self._read_and_dispatch(nonblocking=True)
+        finally:
+            with self._lock:
+                self._reading = False
+                if self._broken is not None or loop not in self._async_loops:
+                    self._stop_watching()
+                self._hand_over_reading()
 
     def _start_reader_thread(self):
         _thread.start_new_thread(self._reader_loop, ())
@@ -351,11 +416,19 @@ class _Channel:
         or ends."""
         if self._wake_reader():
             return
-        if self._async_waiting and self._pending:
+        if self._async_waiting and self._pending and not self._watched_for_all():
             self._reading = True
             self._start_reader_thread()
         elif self._waiting:
             self._replied.notify_all()
+
+    def _watched_for_all(self):
+        """Whether a loop watching the channel serves every asynchronous call waiting (they are all its own). Called
+        with the lock held."""
+        watcher = self._loop_reader
+        if watcher is None or watcher.is_closed():
+            return False
+        return all(loop is watcher for loop in self._async_loops)
 
     def _read_alone(self, view, method):
         """Reads the next chunk into `view` for a lone caller of `method`: while that tool's replies have been coming
@@ -428,16 +501,22 @@ class _Channel:
             buffer[:kept] = buffer[position:end]
         return kept
 
-    def _read_and_dispatch(self, alone=None):
+    def _read_and_dispatch(self, alone=None, nonblocking=False):
         """Reads what the host sent and hands replies to their callers; `alone` is the tool a lone caller waits for
-        (see _read_alone)."""
+        (see _read_alone); `nonblocking`: read only what is there now (nothing, maybe; the rest of a reply whose start
+        came is still waited for)."""
         start = self._buffered
         if start == len(self._buffer):
             # A frame longer than the buffer: room for more of it.
             self._make_room(0, start, 2 * start)
         try:
             view = memoryview(self._buffer)[start:]
-            count = self._read_blocking(view) if alone is None else self._read_alone(view, alone)
+            if nonblocking:
+                count = self._poll_read(view, _clock())
+                if count is None:
+                    return
+            else:
+                count = self._read_blocking(view) if alone is None else self._read_alone(view, alone)
         except OSError as error:
             self._fail_all("the tool channel failed (%s)" % error)
             return
@@ -726,6 +805,14 @@ def _unsendable(method, error):
 
 
 _channel = None
+
+
+def _running_loop():
+    """The event loop running in this thread, or None (asyncio not imported, or no loop running)."""
+    asyncio = sys.modules.get("asyncio")
+    return None if asyncio is None else asyncio._get_running_loop()
+
+
 _channel_lock = _thread.allocate_lock()
 
 
