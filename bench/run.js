@@ -202,7 +202,7 @@ print('tool calls and cells…');
 /** A script that calls `echo` `calls` times in a row (after a warm-up) and prints µs per call. */
 const sequentialCalls = (calls) =>
   `import time\nfrom tools import echo\nfor i in range(200):\n    echo(value=i)\nstart = time.perf_counter()\nfor i in range(${calls}):\n    echo(value=i)\nprint((time.perf_counter() - start) / ${calls} * 1e6)`;
-/** The same calls awaited one after another through `tools.aio` (the runtime reads their replies in a thread). */
+/** The same calls awaited one after another through `tools.aio` (their event loop reads their replies). */
 const awaitedCalls = (calls) =>
   `import asyncio, time\nimport tools.aio as aio\nasync def main():\n    for i in range(200):\n        await aio.echo(value=i)\n    start = time.perf_counter()\n    for i in range(${calls}):\n        await aio.echo(value=i)\n    return (time.perf_counter() - start) / ${calls} * 1e6\nprint(asyncio.run(main()))`;
 const roundTrips = [];
