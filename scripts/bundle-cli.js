@@ -72,6 +72,25 @@ module.exports = (specifier) => (Object.hasOwn(modules, specifier) ? modules[spe
 /** How the command's bundle requires a module of the MCP SDK (esbuild writes external requires so). */
 const MCP_SDK_REQUIRE = /require\("(@modelcontextprotocol\/sdk\/[^"]+)"\)/g;
 
+/**
+ * Bundles packages, from an entry's text (`contents`, named `sourcefile` in messages), into `file` in dist/cli: the
+ * body of a CommonJS module's function, which main.js compiles with a code cache of its own.
+ */
+function buildPackageBundle(contents, sourcefile, file) {
+  return build({
+    stdin: { contents, resolveDir: process.cwd(), sourcefile, loader: 'js' },
+    outfile: join(OUTPUT_DIRECTORY, file),
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    minifyWhitespace: true,
+    banner: { js: MODULE_FUNCTION_START },
+    footer: { js: BUNDLE_FUNCTION_END },
+    logLevel: 'warning',
+  });
+}
+
 for (const name of readdirSync(OUTPUT_DIRECTORY)) {
   if (name.startsWith(OLD_CHUNK_PREFIX)) rmSync(join(OUTPUT_DIRECTORY, name));
 }
@@ -99,18 +118,7 @@ await build({
 // code cache when the command first needs it: from node_modules its eighty-odd modules took a one-shot `codecall run`
 // tens of milliseconds to resolve and compile at that call, and in the command's bundle its code would be read and
 // its cache loaded by every run, calling tools or not. The library entries import the package as before.
-await build({
-  stdin: { contents: AJV_ENTRY, resolveDir: process.cwd(), sourcefile: 'ajv-entry.cjs', loader: 'js' },
-  outfile: join(OUTPUT_DIRECTORY, AJV_BUNDLE_FILE),
-  bundle: true,
-  format: 'cjs',
-  platform: 'node',
-  target: 'node20',
-  minifyWhitespace: true,
-  banner: { js: MODULE_FUNCTION_START },
-  footer: { js: BUNDLE_FUNCTION_END },
-  logLevel: 'warning',
-});
+await buildPackageBundle(AJV_ENTRY, 'ajv-entry.cjs', AJV_BUNDLE_FILE);
 // The MCP SDK (its server for `serve`, its client for upstream servers, their zod schemas and Ajv), as a script of its
 // own that main.js compiles with its own code cache when the command first requires one of its modules: from
 // node_modules, its modules took `serve` one to two hundred milliseconds to resolve and compile before it answered
@@ -124,18 +132,7 @@ if (unbundled.length > 0) {
     `the command requires MCP SDK modules its SDK bundle lacks: add ${unbundled.join(', ')} to MCP_SDK_SPECIFIERS`,
   );
 }
-await build({
-  stdin: { contents: MCP_SDK_ENTRY, resolveDir: process.cwd(), sourcefile: 'mcp-sdk-entry.cjs', loader: 'js' },
-  outfile: join(OUTPUT_DIRECTORY, MCP_SDK_BUNDLE_FILE),
-  bundle: true,
-  format: 'cjs',
-  platform: 'node',
-  target: 'node20',
-  minifyWhitespace: true,
-  banner: { js: MODULE_FUNCTION_START },
-  footer: { js: BUNDLE_FUNCTION_END },
-  logLevel: 'warning',
-});
+await buildPackageBundle(MCP_SDK_ENTRY, 'mcp-sdk-entry.cjs', MCP_SDK_BUNDLE_FILE);
 // The loader: reads the bundle and its code cache, falls back to the plain modules when there is no bundle. Built
 // twice: main.cjs, the installed `codecall` command, is CommonJS because Node sets up its ES module loader (about ten
 // milliseconds of a one-shot `codecall run`) only for an ES module entry; main.js, the same loader as an ES module,

@@ -176,14 +176,19 @@ function codecall(args: readonly string[], environment: NodeJS.ProcessEnv) {
   });
 }
 
+/** Waits until the built bundle has not changed for SETTLED_FILE_AGE_NS, so its cache is keyed by its identity. */
+async function bundleSettled(): Promise<void> {
+  const bundleAge = BigInt(Date.now()) * 1_000_000n - statSync(bundle, { bigint: true }).ctimeNs;
+  if (bundleAge < SETTLED_FILE_AGE_NS) await sleep(Number((SETTLED_FILE_AGE_NS - bundleAge) / 1_000_000n) + 100);
+}
+
 describe('codecall with its code cache', () => {
   const scriptFolder = mkdtempSync(join(tmpdir(), 'codecall-code-cache-script-'));
   afterAll(() => rmSync(scriptFolder, { recursive: true, force: true }));
 
   it('writes the cache on the first command, uses it on the next, and prints the same', async () => {
     // A bundle built moments ago is keyed by its text, later by its identity: both commands must see the same key.
-    const bundleAge = BigInt(Date.now()) * 1_000_000n - statSync(bundle, { bigint: true }).ctimeNs;
-    if (bundleAge < SETTLED_FILE_AGE_NS) await sleep(Number((SETTLED_FILE_AGE_NS - bundleAge) / 1_000_000n) + 100);
+    await bundleSettled();
     const script = join(scriptFolder, 'print.py');
     writeFileSync(script, 'print(6 * 7)\n');
     const environment = { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary };
@@ -210,8 +215,7 @@ describe('codecall with its code cache', () => {
   // V8 keeps in a cache the functions the process that made it compiled: a cache made by one command left another to
   // compile the rest of its path itself (`codecall run` ~12 % slower from a cache `serve` made).
   it('keeps a cache per command: one command does not use, nor replace, the cache another made', async () => {
-    const bundleAge = BigInt(Date.now()) * 1_000_000n - statSync(bundle, { bigint: true }).ctimeNs;
-    if (bundleAge < SETTLED_FILE_AGE_NS) await sleep(Number((SETTLED_FILE_AGE_NS - bundleAge) / 1_000_000n) + 100);
+    await bundleSettled();
     const script = join(scriptFolder, 'stubs.py');
     writeFileSync(script, 'print("run")\n');
     const environment = { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary };
