@@ -129,8 +129,7 @@ class _Channel:
         # The calls whose threads sleep until their reply comes or they are to read the channel (see _wake_reader), in
         # the order they started to wait (a dict used as an ordered set).
         self._sleeping_calls = {}
-        self._async_waiting = 0
-        # The asynchronous calls waiting, by event loop.
+        # The asynchronous calls waiting, counted by event loop (empty when none waits).
         self._async_loops = {}
         # The event loop that watches the channel for its coroutines' replies (see _on_loop_readable), or None.
         self._loop_reader = None
@@ -253,7 +252,7 @@ class _Channel:
             self._reading = True
         try:
             # Polling pays only for a lone sequential caller; with other threads waiting it would hold the GIL.
-            if pending.reply is None and not self._waiting and not self._async_waiting and len(self._pending) == 1:
+            if pending.reply is None and not self._waiting and not self._async_loops and len(self._pending) == 1:
                 self._read_and_dispatch(method)
             while pending.reply is None:
                 self._read_and_dispatch()
@@ -271,7 +270,6 @@ class _Channel:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         with self._lock:
-            self._async_waiting += 1
             self._async_loops[loop] = self._async_loops.get(loop, 0) + 1
         try:
             self._register(method, params, _PendingAsyncCall(loop, future))
@@ -283,7 +281,6 @@ class _Channel:
             reply = await future
         finally:
             with self._lock:
-                self._async_waiting -= 1
                 left = self._async_loops.pop(loop) - 1
                 if left:
                     self._async_loops[loop] = left
@@ -416,7 +413,7 @@ class _Channel:
         or ends."""
         if self._wake_reader():
             return
-        if self._async_waiting and self._pending and not self._watched_for_all():
+        if self._async_loops and self._pending and not self._watched_for_all():
             self._reading = True
             self._start_reader_thread()
         elif self._waiting:
