@@ -124,10 +124,16 @@ print(threads_now() - before, sum(add(a=index, b=0) for index in range(20)))
     expect(result.stdout.trim()).toBe('0 190');
   });
 
-  it('answers calls made while the reader thread waits: right after awaited calls, from threads and coroutines at once', async () => {
-    const codecall = codecallWith({ tools: [add], limits: { maxToolCalls: 10_000 } });
-    const result = await codecall.execute(`
-import asyncio
+  // Each way the replies are read: by the coroutines' event loop, and by the reader thread (a loop without readers),
+  // whose waiting time for the next call the plain calls fall into.
+  it.each([
+    ['their event loop', 'asyncio.run'],
+    ['the waiting reader thread', 'run_without_readers'],
+  ])(
+    'answers calls made while %s reads: right after awaited calls, from threads and coroutines at once',
+    async (_reader, run) => {
+      const codecall = codecallWith({ tools: [add], limits: { maxToolCalls: 10_000 } });
+      const result = await codecall.execute(`${LOOP_WITHOUT_READERS}
 from concurrent.futures import ThreadPoolExecutor
 from tools import add
 import tools.aio as aio
@@ -135,19 +141,20 @@ async def awaited(count):
     return [await aio.add(a=index, b=1) for index in range(count)]
 checks = []
 for round in range(20):
-    checks.append(asyncio.run(awaited(5)) == [index + 1 for index in range(5)])
-    # Within the reader's waiting time: the lingering reader answers this one.
+    checks.append(${run}(awaited(5)) == [index + 1 for index in range(5)])
+    # Right after the awaited calls (within the reader thread's waiting time, for that reader).
     checks.append(add(a=round, b=2) == round + 2)
 with ThreadPoolExecutor(4) as pool:
     threaded = pool.map(lambda index: add(a=index, b=3), range(200))
-    mixed = asyncio.run(awaited(100))
+    mixed = ${run}(awaited(100))
     checks.append(list(threaded) == [index + 3 for index in range(200)])
     checks.append(mixed == [index + 1 for index in range(100)])
 print(all(checks), len(checks))
 `);
-    expect(result.error).toBeUndefined();
-    expect(result.stdout.trim()).toBe('True 42');
-  });
+      expect(result.error).toBeUndefined();
+      expect(result.stdout.trim()).toBe('True 42');
+    },
+  );
 
   // A closed channel is readable at once (at its end): the reader thread waiting for the next awaited call read that
   // end over and over, taking a processor for as long as the process lived.
