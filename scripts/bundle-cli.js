@@ -121,7 +121,7 @@ await build({
 await buildPackageBundle(AJV_ENTRY, 'ajv-entry.cjs', AJV_BUNDLE_FILE);
 // The MCP SDK (its server for `serve`, its client for upstream servers, their zod schemas and Ajv), as a script of its
 // own that main.js compiles with its own code cache when the command first requires one of its modules: from
-// node_modules, its modules took `serve` one to two hundred milliseconds to resolve and compile before it answered
+// node_modules, its modules took `serve` a large part of its start to resolve and compile before it answered
 // `initialize`. The library entries (codecall/mcp) import the package as before.
 const commandBundle = readFileSync(join(OUTPUT_DIRECTORY, BUNDLE_FILE), 'utf8');
 const unbundled = [...new Set([...commandBundle.matchAll(MCP_SDK_REQUIRE)].map((match) => match[1]))].filter(

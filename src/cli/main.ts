@@ -28,7 +28,7 @@ const COMMAND_NAME = /^[a-z][a-z-]{0,15}$/;
 /**
  * Whose code caches this process reads and writes: a bundle's cache is kept per command, because V8 keeps in a cache
  * only the functions the process that made it compiled, and one command's are not another's (`codecall run` from a
- * cache made by `serve` compiled the rest of its path itself, ~12 % of its time). The bundle file and the command.
+ * cache made by `serve` compiled the rest of its path itself). The bundle file and the command.
  */
 function cacheOwner(file: string): string {
   const command = process.argv[2];
@@ -111,7 +111,7 @@ function loadMcpSdkBundle(): McpSdkModules | null {
 /**
  * The `require` of the command's bundle: modules of the MCP SDK from the SDK's bundle, loaded at the first of them
  * (`serve`, upstream servers), everything else from node_modules. From node_modules, the SDK's modules took `serve`
- * one to two hundred milliseconds to resolve and compile before it answered `initialize`. Without the SDK's bundle,
+ * a large part of its start to resolve and compile before it answered `initialize`. Without the SDK's bundle,
  * or for a module it lacks (the build checks there is none), the package.
  */
 function commandRequire(): NodeJS.Require {
