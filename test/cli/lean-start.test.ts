@@ -49,6 +49,11 @@ writeFileSync(
 const script = join(temporary, 'print.py');
 writeFileSync(script, 'print(1)\n');
 
+/** The environment of a command the hook lists the modules of, into `listFile` and the files beside it. */
+function hookedEnvironment(listFile: string): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary, LOADED_MODULES_FILE: listFile };
+}
+
 /**
  * Runs `codecall run` on the script (`print(1)` unless `runArguments` name another, with options before it), its
  * standard input an empty pipe, or /dev/null for `input: null`; its output, the built-in modules its process loaded,
@@ -65,11 +70,7 @@ async function run(
   const completed = await runToCompletion(
     process.execPath,
     ['-r', hook, command, 'run', '--sandbox', sandbox, ...runArguments],
-    {
-      cwd: temporary,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary, LOADED_MODULES_FILE: listFile },
-      input,
-    },
+    { cwd: temporary, env: hookedEnvironment(listFile), input },
   );
   return {
     completed,
@@ -173,7 +174,7 @@ async function serveOnce(name: string, workspace: string, code: string) {
   const listFile = join(temporary, `loaded-${name}.txt`);
   const child = spawn(process.execPath, ['-r', hook, command, 'serve', '--sandbox', 'none', '--workspace', workspace], {
     cwd: temporary,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: temporary, LOADED_MODULES_FILE: listFile },
+    env: hookedEnvironment(listFile),
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stderr = '';
