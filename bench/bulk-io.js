@@ -1,10 +1,23 @@
 // Bulk data through codecall, each figure next to its baseline measured in the same run: files read through the
-// built-in `read_file` next to plain Python reads of the same files, a large tool result next to a raw socketpair
-// reply, and a script printing many lines next to a bare interpreter printing the same. `run.js` adds these rows to
-// its table; `node bench/bulk-io.js` prints them alone (after `npm run build`). BENCH_BULK=reads,small,large,print
-// (any of them, comma-separated) measures only those groups of rows; BENCH_ROUNDS sets the rounds (default 5).
+// built-in `read_file` next to plain Python reads of the same files and next to a minimal Node/Python pair reading
+// them across the same kind of socket (the floor of any read across a process boundary), a large tool result next to
+// a raw socketpair reply, and a script printing many lines next to a bare interpreter printing the same. `run.js` adds
+// these rows to its table; `node bench/bulk-io.js` prints them alone (after `npm run build`).
+// BENCH_BULK=reads,small,large,print (any of them, comma-separated) measures only those groups of rows; BENCH_ROUNDS
+// sets the rounds (default 5).
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  fstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readSync,
+  rmSync,
+  writeFileSync,
+  writevSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -130,6 +143,97 @@ function bareNumber(executable, code, cwd) {
   return printedNumber(child, 'bare interpreter');
 }
 
+/** Bytes of the buffer both ends of the minimal pair read into: a batch file and its header fit. */
+const PAIR_BUFFER_BYTES = 256 * 1024;
+
+/**
+ * The client of the minimal pair (see {@link minimalPairReads}): passes of the plain reads and of the same files asked
+ * of the server, alternating; prints the median seconds of each as one line of JSON. Its heap is kept as codecall's
+ * boot keeps the script's (a freed 2 MiB block raises glibc's thresholds), so its plain reads are the in-script ones.
+ */
+function pairClientScript(passes) {
+  return `
+import json, os, time
+bytes(2 << 20)
+fd = 3
+os.set_blocking(fd, True)
+buffer = bytearray(${PAIR_BUFFER_BYTES})
+view = memoryview(buffer)
+${PLAIN_READS}def pair_one(path):
+    os.write(fd, path.encode() + b"\\n")
+    count = os.readv(fd, [view])
+    while buffer.find(b"\\n", 0, count) == -1:
+        count += os.readv(fd, [view[count:]])
+    newline = buffer.find(b"\\n", 0, count)
+    end = newline + 1 + int(buffer[:newline])
+    while count < end:
+        count += os.readv(fd, [view[count:end]])
+    return str(view[newline + 1:end], "utf-8", "replace")
+def timed(function):
+    start = time.perf_counter()
+    total = sum(len(function(path).encode()) for path in names)
+    elapsed = time.perf_counter() - start
+    assert total == ${BATCH_FILES * BATCH_FILE_BYTES}, total
+    return elapsed
+passes = {"plain": [], "pair": []}
+for _ in range(${passes}):
+    passes["plain"].append(timed(plain_one))
+    passes["pair"].append(timed(pair_one))
+print(json.dumps({key: sorted(values)[len(values) // 2] for key, values in passes.items()}))
+`;
+}
+
+/**
+ * The floor of a file read across a process boundary on this machine: a bare interpreter asks a minimal Node server
+ * for each file of the batch over the same kind of socket codecall uses (an inherited socketpair); the server opens,
+ * stats, reads and closes the file by its plain path into one reused buffer and writes a line with its size and its
+ * bytes in one writev; the client decodes them where they lie. No path checks, schema, result object, runtime or
+ * sandbox. Resolves the client's `{ plain, pair }` median seconds of `passes` passes.
+ */
+function minimalPairReads(executable, workspace, passes) {
+  const child = spawn(executable, ['-S', '-c', pairClientScript(passes)], {
+    cwd: workspace,
+    stdio: ['ignore', 'pipe', 'inherit', 'pipe'],
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin' },
+  });
+  const socket = child.stdio[3];
+  // The socket's descriptor, written with one writev as codecall's channel does (a stream write would add a copy).
+  const fd = socket._handle.fd;
+  const buffer = Buffer.allocUnsafe(PAIR_BUFFER_BYTES);
+  let pending = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk) => {
+    pending += chunk;
+    for (let newline = pending.indexOf('\n'); newline !== -1; newline = pending.indexOf('\n')) {
+      const path = join(workspace, pending.slice(0, newline));
+      pending = pending.slice(newline + 1);
+      const file = openSync(path, 'r');
+      let size;
+      try {
+        size = readSync(file, buffer, 0, Math.min(fstatSync(file).size + 1, PAIR_BUFFER_BYTES), null);
+      } finally {
+        closeSync(file);
+      }
+      const header = Buffer.from(`${size}\n`);
+      // Behind a reply still queued in the stream, the next goes there too (copied: the next read reuses the buffer).
+      const sent = socket.writableLength === 0 ? writevSync(fd, [header, buffer.subarray(0, size)]) : 0;
+      if (sent < header.length + size) socket.write(Buffer.concat([header, buffer.subarray(0, size)]).subarray(sent));
+    }
+  });
+  socket.on('error', () => {});
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk) => {
+      output += chunk;
+    });
+    child.once('error', reject);
+    child.once('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(output)) : reject(new Error(`pair client exited ${code}`)),
+    );
+  });
+}
+
 const LARGE_SCRIPT = `
 import time
 from tools import large_result
@@ -237,10 +341,13 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
     print('bulk reads…');
     const batch = { plain: [], tool: [], plainThreads: [], toolThreads: [], toolGather: [] };
     const bare = [];
+    const pair = { plain: [], pair: [] };
     for (let round = 0; round < rounds; round += 1) {
       const figures = JSON.parse(await run(batchScript(3)));
       for (const key of Object.keys(batch)) batch[key].push(figures[key]);
       bare.push(await bareNumber(interpreter.executable, bareBatchScript(3), workspace));
+      const floor = await minimalPairReads(interpreter.executable, workspace, 3);
+      for (const key of Object.keys(pair)) pair[key].push(floor[key]);
     }
     const megabytes = (BATCH_FILES * BATCH_FILE_BYTES) / 1e6;
     const rate = (seconds) => megabytes / median(seconds);
@@ -263,6 +370,23 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
       baselineName: 'the same plain reads in a bare python -S',
       target: '≥ 0.5× baseline',
       met: rate(batch.tool) >= 0.5 * rate(bare),
+    });
+    // The floor: what any process boundary with a socket costs here, next to the plain reads of its own client.
+    rows.push({
+      figure: `${BATCH_FILES} files × ${BATCH_FILE_BYTES / 1024} KB through a minimal Node/Python pair, a loop`,
+      unit: 'MB/s',
+      digits: 0,
+      value: rate(pair.pair),
+      baseline: rate(pair.plain),
+      baselineName: 'plain Python reads of the same files in the same client',
+    });
+    rows.push({
+      figure: `${BATCH_FILES} files × ${BATCH_FILE_BYTES / 1024} KB through read_file, a loop`,
+      unit: 'MB/s',
+      digits: 0,
+      value: rate(batch.tool),
+      baseline: rate(pair.pair),
+      baselineName: 'the same reads through the minimal Node/Python pair',
     });
     rows.push({
       figure: `${BATCH_FILES} files × ${BATCH_FILE_BYTES / 1024} KB through read_file, ${BATCH_THREADS} threads`,
