@@ -768,7 +768,9 @@ def _raw_text_size(segments):
 
 
 def _fill_raw_text(reply, segments, data, position):
-    """Puts the raw text following a frame into its reply; returns where the next frame starts."""
+    """Puts the raw text following a frame into its reply; returns where the next frame starts. The bytes may be
+    invalid UTF-8 (read_file sends a file's bytes unchecked): "replace" gives the text Node's decoder would, each
+    invalid sequence one U+FFFD."""
     view = memoryview(data)
     result = reply.get("result")
     for key, size in segments:

@@ -13,8 +13,9 @@ export interface BufferedReadResult {
   /** The property whose text `bytes` are. */
   readonly key: string;
   /**
-   * Valid UTF-8 of `value[key]`, possibly a view of the lent buffer; undefined when `value` is complete as it is
-   * (its text was decoded, so nothing of the lent buffer is in use any more).
+   * The UTF-8 of `value[key]`, possibly a view of the lent buffer, possibly invalid (the script decodes it as Node
+   * does, each invalid sequence one U+FFFD); undefined when `value` is complete as it is (its text was decoded, so
+   * nothing of the lent buffer is in use any more).
    */
   readonly bytes: Buffer | undefined;
 }

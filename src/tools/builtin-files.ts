@@ -333,7 +333,7 @@ async function readFileTool(
 }
 
 // read_file for the tool-call server alone (see BufferedRead): a file that fits is read into the server's buffer, and
-// its valid UTF-8 goes back as bytes beside a result that never refers to them. A file read without waiting (the
+// its text goes back as the bytes read, beside a result that never refers to them. A file read without waiting (the
 // usual case) is read in this call, not across a chain of promises: the one promise returned is already settled.
 function readFileBuffered(
   workspace: Workspace,
@@ -350,8 +350,11 @@ function readFileBuffered(
   return parts instanceof Promise ? parts.then(bufferedReadResult) : Promise.resolve(bufferedReadResult(parts));
 }
 
+// Not checked for valid UTF-8: the script's runtime decodes raw text as Node does, each invalid sequence one U+FFFD
+// (both replace the maximal subpart, test/engine/large-replies.test.ts compares them), so the script gets the text
+// `bytes.toString()` would give without the host reading the bytes once more to check them.
 function bufferedReadResult({ result, bytes }: FileParts): BufferedReadResult {
-  if (bytes.length > EAGER_DECODE_MAX_BYTES && isUtf8(bytes)) {
+  if (bytes.length > EAGER_DECODE_MAX_BYTES) {
     return { value: result as unknown as Record<string, unknown>, key: 'content', bytes };
   }
   result.content = bytes.toString('utf8');

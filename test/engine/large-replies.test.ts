@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -101,7 +102,8 @@ describe('read_file through the channel (read into buffers the host lends and ta
       const bytes = Buffer.from(textOf(size, index));
       writeFileSync(join(workspace, `f${index}.txt`), bytes.subarray(0, size));
     }
-    // Invalid UTF-8 past what is decoded at once: it is decoded on the host, each bad byte as U+FFFD.
+    // Invalid UTF-8 past what is decoded at once: it travels as the bytes read, decoded by the script, the bad byte as
+    // U+FFFD.
     writeFileSync(
       join(workspace, 'invalid.txt'),
       Buffer.concat([Buffer.from('a'.repeat(6_000)), Buffer.from([0xff, 0x0a])]),
@@ -137,6 +139,64 @@ with ThreadPoolExecutor(8) as pool:
 `);
     expect(result.error).toBeUndefined();
     expect(result.stdout).toBe(`${(FILE_SIZES.length + 1) * 40}\n`);
+  });
+
+  it("gives the text Node's decoder gives for a file of invalid UTF-8 (the script decodes the bytes the host read)", async () => {
+    // Pieces around every rule of the decoder: valid characters of 1 to 4 bytes, overlong forms, surrogates, code
+    // points past U+10FFFF, lone continuation bytes, bytes never valid, and sequences cut short.
+    const pieces = [
+      [0x61],
+      [0x0a],
+      [0xc2, 0xa9],
+      [0xe2, 0x82, 0xac],
+      [0xf0, 0x9f, 0x98, 0x80],
+      [0xc0, 0xaf],
+      [0xc1, 0xbf],
+      [0xe0, 0x80, 0xaf],
+      [0xed, 0xa0, 0x80],
+      [0xed, 0x9f, 0xbf],
+      [0xf4, 0x90, 0x80, 0x80],
+      [0xf8, 0x88, 0x80, 0x80, 0x80],
+      [0x80],
+      [0xbf],
+      [0xfe],
+      [0xff],
+      [0xe2, 0x82],
+      [0xf0, 0x9f, 0x98],
+      [0xf0, 0x90],
+    ];
+    let state = 7;
+    const next = (bound: number) => {
+      state = (Math.imul(state, 1_103_515_245) + 12_345) >>> 0;
+      return state % bound;
+    };
+    const names: string[] = [];
+    for (let file = 0; file < 12; file += 1) {
+      const bytes: number[] = [];
+      // Past what read_file decodes at once on the host (4 KiB), up to past the buffer it lends (256 KiB).
+      const size = file === 11 ? 300_000 : 5_000 + next(40_000);
+      while (bytes.length < size) {
+        if (next(4) === 0) bytes.push(next(256));
+        else bytes.push(...(pieces[next(pieces.length)] as number[]));
+      }
+      const name = `mixed-${file}.bin`;
+      writeFileSync(join(workspace, name), Buffer.from(bytes));
+      names.push(name);
+    }
+    // The texts are too long for stdout: each is printed as its length and the SHA-256 of its UTF-8.
+    const result = await codecall().execute(`
+import hashlib
+from tools import read_file
+for name in ${JSON.stringify(names)}:
+    content = read_file(path=name)["content"]
+    print(len(content), hashlib.sha256(content.encode()).hexdigest())
+`);
+    expect(result.error).toBeUndefined();
+    const expected = names.map((name) => {
+      const decoded = readFileSync(join(workspace, name)).toString('utf8');
+      return `${[...decoded].length} ${createHash('sha256').update(decoded, 'utf8').digest('hex')}`;
+    });
+    expect(result.stdout.trim().split('\n')).toEqual(expected);
   });
 
   it('reads a 100 KB file again and again without taking fresh memory from the kernel each time', async () => {
