@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createCodecall, defineTool } from '../dist/index.js';
 import { resolvePythonInterpreter } from '../dist/sandbox/interpreter.js';
+import { countNewlines, countNewlinesInJavaScript, newlineCounterReady } from '../dist/tools/newline-count.js';
 import { answerLineClient, median, printedNumber, ratio, timeSpawn } from './measure.js';
 
 /** Files of the batch, and the size of each. */
@@ -419,6 +420,22 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
       baseline: median(small.echo),
       baselineName: 'echo tool call',
     });
+    // The line count of read_file (the WebAssembly counter), next to the JavaScript count it replaces, on the text of a
+    // batch file and on the short-lines file, in this process.
+    await newlineCounterReady();
+    for (const [name, bytes] of [
+      ['text lines', Buffer.from(batchText())],
+      ['short lines (a CSV of numbers)', Buffer.from(shortLinesText())],
+    ]) {
+      rows.push({
+        figure: `line count of a ${BATCH_FILE_BYTES / 1024} KB file of ${name}`,
+        unit: 'µs',
+        digits: 2,
+        value: countMicroseconds(countNewlines, bytes),
+        baseline: countMicroseconds(countNewlinesInJavaScript, bytes),
+        baselineName: 'the same counted in JavaScript',
+      });
+    }
     // A file of short lines costs read_file's line count more per byte than text does.
     rows.push({
       figure: `read_file of a ${BATCH_FILE_BYTES / 1024} KB file of short lines (a CSV of numbers)`,
@@ -510,6 +527,17 @@ export async function measureBulkIo({ stateDir, interpreter, rounds = 5, groups 
       baselineName: 'host CPU spawning bare python -S printing the same and reading its pipe',
     });
   }
+}
+
+/** Counts of a buffer one after another: `count(bytes)` 20,000 times after 2,000 unmeasured; µs per count. */
+function countMicroseconds(count, bytes) {
+  let total = 0;
+  for (let warmUp = 0; warmUp < 2_000; warmUp += 1) total += count(bytes);
+  const started = performance.now();
+  for (let round = 0; round < 20_000; round += 1) total += count(bytes);
+  const elapsed = performance.now() - started;
+  if (total === 0 && bytes.includes(0x0a)) throw new Error('the line count found no newline');
+  return (elapsed * 1000) / 20_000;
 }
 
 /** User and system CPU of a `process.cpuUsage` difference, in milliseconds. */
