@@ -22,8 +22,8 @@ const SIMD_CHUNK_BYTES = 4 * 65_536;
 /**
  * The WebAssembly counter, newline-count.wat compiled (a test compiles that file and compares): it compares 16 bytes at
  * a time with `\n` (i8x16.eq) and sums the matches lane by lane, for up to 255 vectors before it widens the sums into
- * its total, then takes the last bytes one by one. Measured on 100 KB, its memory filled and the count included: about
- * 4 µs against 15 µs for text found line by line and 25 µs for short lines counted by words.
+ * its total, then takes the last bytes one by one (the bench's line-count rows set it, its memory filled, beside the
+ * JavaScript count).
  */
 export const NEWLINE_COUNTER_WASM =
   'AGFzbQEAAAABBwFgAn9/AX8DAgEABQQBAQQEBxoCBm1lbW9yeQIADWNvdW50TmV3bGluZXMAAArNAQHKAQMDfwF7AX8gACABaiECIAIgAUEPcWshAwJAA0AgACADTw0BIABB8B9qIQQgBCADSwRAIAMhBAv9DAAAAAAAAAAAAAAAAAAAAAAhBQNAIAUgAP0ABAD9DAoKCgoKCgoKCgoKCgoKCgr9I/1xIQUgAEEQaiEAIAAgBEkNAAsgBf19/X8hBSAGIAX9GwAgBf0bAWogBf0bAiAF/RsDampqIQYMAAsLAkADQCAAIAJPDQEgBiAALQAAQQpGaiEGIABBAWohAAwACwsgBgs=';
@@ -45,10 +45,10 @@ let simdCounterMade: Promise<boolean> | undefined;
 
 /**
  * Starts making the WebAssembly counter unless that was started, and resolves whether there is one (false where
- * WebAssembly or its SIMD instructions are missing). It is compiled off the main thread (about 2.5 ms here, most of
- * it the engine's start in a fresh process; 0.2 ms of it on the main thread): {@link countNewlines} starts it at its
- * first count of SIMD_MIN_BYTES or more and counts with JavaScript until it is ready, so a process that reads one
- * large file never waits for it.
+ * WebAssembly or its SIMD instructions are missing). It is compiled off the main thread (in a fresh process the first
+ * compile also starts V8's WebAssembly engine, which a synchronous compile would make that count wait for):
+ * {@link countNewlines} starts it at its first count of SIMD_MIN_BYTES or more and counts with JavaScript until it is
+ * ready, so a process that reads one large file never waits for it.
  */
 export function newlineCounterReady(): Promise<boolean> {
   simdCounterMade ??= makeSimdCounter();
