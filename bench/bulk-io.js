@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { createCodecall, defineTool } from '../dist/index.js';
 import { resolvePythonInterpreter } from '../dist/sandbox/interpreter.js';
 import { countNewlines, countNewlinesInJavaScript, newlineCounterReady } from '../dist/tools/newline-count.js';
-import { answerLineClient, median, printedNumber, ratio, timeSpawn } from './measure.js';
+import { answerLineClient, median, printedNumber, printedText, ratio, timeSpawn } from './measure.js';
 
 /** Files of the batch, and the size of each. */
 export const BATCH_FILES = 100;
@@ -222,17 +222,7 @@ function minimalPairReads(executable, workspace, passes) {
     }
   });
   socket.on('error', () => {});
-  return new Promise((resolve, reject) => {
-    let output = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk) => {
-      output += chunk;
-    });
-    child.once('error', reject);
-    child.once('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(output)) : reject(new Error(`pair client exited ${code}`)),
-    );
-  });
+  return printedText(child, 'pair client').then(JSON.parse);
 }
 
 const LARGE_SCRIPT = `

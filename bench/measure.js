@@ -46,8 +46,8 @@ for i in range(1, calls + 1):
 print((time.perf_counter() - start) / calls * 1e6)
 `;
 
-/** Resolves what `child` prints on stdout, as a number, once it exits with 0; rejects naming it (`name`) otherwise. */
-export function printedNumber(child, name) {
+/** Resolves what `child` prints on stdout once it exits with 0; rejects naming it (`name`) otherwise. */
+export function printedText(child, name) {
   return new Promise((resolve, reject) => {
     let output = '';
     child.stdout.setEncoding('utf8');
@@ -55,8 +55,13 @@ export function printedNumber(child, name) {
       output += chunk;
     });
     child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(Number(output)) : reject(new Error(`${name} exited ${code}`))));
+    child.once('exit', (code) => (code === 0 ? resolve(output) : reject(new Error(`${name} exited ${code}`))));
   });
+}
+
+/** Resolves what `child` prints on stdout, as a number, once it exits with 0 (see {@link printedText}). */
+export function printedNumber(child, name) {
+  return printedText(child, name).then(Number);
 }
 
 /**
