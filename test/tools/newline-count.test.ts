@@ -21,7 +21,7 @@ function newlinesOneByOne(bytes: Buffer): number {
   return count;
 }
 
-/** Bytes of `length` from a seeded generator: newlines at `density`, the rest any other byte. */
+/** Bytes of `length` from a seeded generator: a newline at `density`, else any byte (a newline too, now and then). */
 function randomBytes(length: number, density: number, seed: number): Buffer {
   let state = seed;
   const next = () => {
