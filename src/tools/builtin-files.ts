@@ -1,4 +1,3 @@
-import { isUtf8 } from 'node:buffer';
 import { type Dirent, constants as fsConstants, readSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { formatBytes, formatSeconds } from '../core/wording.js';
@@ -326,8 +325,8 @@ async function readFileTool(
   context: ToolContext,
 ): Promise<ReadFileResult> {
   const { result, bytes } = await readFileParts(workspace, args, context, undefined);
-  // Longer valid UTF-8 stays bytes until someone reads it: the channel sends it to the script as it is.
-  if (bytes.length > EAGER_DECODE_MAX_BYTES && isUtf8(bytes)) defineEncodedText(result, 'content', bytes);
+  // Longer text stays bytes until someone reads it: the channel sends it to the script as it is.
+  if (bytes.length > EAGER_DECODE_MAX_BYTES) defineEncodedText(result, 'content', bytes);
   else result.content = bytes.toString('utf8');
   return result;
 }
@@ -350,9 +349,7 @@ function readFileBuffered(
   return parts instanceof Promise ? parts.then(bufferedReadResult) : Promise.resolve(bufferedReadResult(parts));
 }
 
-// Not checked for valid UTF-8: the script's runtime decodes raw text as Node does, each invalid sequence one U+FFFD
-// (both replace the maximal subpart, test/engine/large-replies.test.ts compares them), so the script gets the text
-// `bytes.toString()` would give without the host reading the bytes once more to check them.
+// Not checked for valid UTF-8, as no encoded text is (see defineEncodedText).
 function bufferedReadResult({ result, bytes }: FileParts): BufferedReadResult {
   if (bytes.length > EAGER_DECODE_MAX_BYTES) {
     return { value: result as unknown as Record<string, unknown>, key: 'content', bytes };

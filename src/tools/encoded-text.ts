@@ -10,11 +10,13 @@ interface EncodedText {
 const encodedTexts = new WeakMap<object, EncodedText>();
 
 /**
- * Makes `target[key]` the text of `bytes` (valid UTF-8), decoded only when it is first read, and remembers the bytes:
- * the tool channel sends them to the script as they are (see `encodedTextOf`), so text a tool read from a file is
- * neither decoded nor encoded again on the host on its way to the script. To anyone else the property reads, writes
- * and enumerates like a plain one. Decoding text that is not ASCII is slow in V8 (about 4 ns per byte), several times
- * slower than sending it.
+ * Makes `target[key]` the text of `bytes` (UTF-8), decoded only when it is first read, and remembers the bytes: the
+ * tool channel sends them to the script as they are (see `encodedTextOf`), so text a tool read from a file is neither
+ * decoded nor encoded again on the host on its way to the script. To anyone else the property reads, writes and
+ * enumerates like a plain one. Decoding text that is not ASCII is slow in V8, several times slower than sending it.
+ * The bytes need not be valid UTF-8, nor be checked: read here, they decode as Node decodes (each invalid sequence, its
+ * maximal subpart, one U+FFFD), and the script's runtime decodes what it receives the same way
+ * (test/engine/large-replies.test.ts compares the two), so both see the same text.
  */
 export function defineEncodedText(target: object, key: string, bytes: Buffer): void {
   const entry: EncodedText = {

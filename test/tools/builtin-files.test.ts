@@ -12,6 +12,7 @@ import {
   MAX_SEARCH_MATCHES,
 } from '../../src/tools/builtin-files.js';
 import { BUILTIN_TOOL_SETS, resolveBuiltinTools } from '../../src/tools/builtin-tool-sets.js';
+import { encodedTextOf } from '../../src/tools/encoded-text.js';
 import type { RegisteredTool } from '../../src/tools/registered-tool.js';
 import { createToolRegistry, registerTool } from '../../src/tools/registry.js';
 import { createTestContext } from './test-context.js';
@@ -147,6 +148,24 @@ describe('read_file', () => {
 
   it('replaces invalid UTF-8 with U+FFFD', async () => {
     expect(await call('read_file', { path: 'latin1.txt' })).toMatchObject({ content: 'caf\uFFFD\n' });
+  });
+
+  it('keeps longer text of invalid UTF-8 as the bytes read, which read as Node decodes them', async () => {
+    // Past what read_file decodes at once: bad sequences of each kind between valid text.
+    const bytes = Buffer.concat(
+      Array.from({ length: 400 }, (_, index) =>
+        Buffer.concat([
+          Buffer.from(`line ${index} é `),
+          Buffer.from([[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82]][index % 4] as number[]),
+          Buffer.from('\n'),
+        ]),
+      ),
+    );
+    await writeFile(path.join(workspace, 'invalid-long.txt'), bytes);
+    const result = await call('read_file', { path: 'invalid-long.txt' });
+    // Sent to a script as they are (the channel's raw text), unchecked.
+    expect(encodedTextOf(result)?.bytes.equals(bytes)).toBe(true);
+    expect(result).toMatchObject({ content: bytes.toString('utf8'), totalLines: 400 });
   });
 
   it('says when the offset is past the end', async () => {
