@@ -39,8 +39,8 @@ interface WebAssemblyApi {
   instantiate(bytes: Uint8Array): Promise<{ readonly instance: { readonly exports: Record<string, unknown> } }>;
 }
 
-/** The counter once made; null where WebAssembly or its SIMD instructions are missing; undefined until then. */
-let simdCounter: SimdCounter | null | undefined;
+/** The counter once made (null before, and for good where it cannot be made). */
+let simdCounter: SimdCounter | null = null;
 let simdCounterMade: Promise<boolean> | undefined;
 
 /**
@@ -56,17 +56,16 @@ export function newlineCounterReady(): Promise<boolean> {
 }
 
 async function makeSimdCounter(): Promise<boolean> {
+  // The JavaScript count for good without WebAssembly (`--jitless`) or its SIMD instructions (the compile rejects).
   const api = (globalThis as { WebAssembly?: WebAssemblyApi }).WebAssembly;
+  if (api === undefined) return false;
   try {
-    if (api === undefined) throw new Error('no WebAssembly');
     const { instance } = await api.instantiate(Buffer.from(NEWLINE_COUNTER_WASM, 'base64'));
     const memory = instance.exports.memory as { readonly buffer: ArrayBuffer };
     const count = instance.exports.countNewlines as (start: number, length: number) => number;
     simdCounter = { memory: new Uint8Array(memory.buffer, 0, SIMD_CHUNK_BYTES), count };
     return true;
   } catch {
-    // No WebAssembly (`--jitless`) or no SIMD: the JavaScript count, for good.
-    simdCounter = null;
     return false;
   }
 }
@@ -77,7 +76,7 @@ async function makeSimdCounter(): Promise<boolean> {
  */
 export function countNewlinesWithSimd(bytes: Buffer): number | undefined {
   const counter = simdCounter;
-  if (counter === undefined || counter === null) return undefined;
+  if (counter === null) return undefined;
   let count = 0;
   for (let start = 0; start < bytes.length; start += SIMD_CHUNK_BYTES) {
     const chunk = bytes.subarray(start, start + SIMD_CHUNK_BYTES);
@@ -95,7 +94,7 @@ export function countNewlines(bytes: Buffer): number {
   if (bytes.length >= SIMD_MIN_BYTES) {
     const counted = countNewlinesWithSimd(bytes);
     if (counted !== undefined) return counted;
-    if (simdCounter === undefined) void newlineCounterReady();
+    void newlineCounterReady();
   }
   return countNewlinesInJavaScript(bytes);
 }
