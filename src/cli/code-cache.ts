@@ -18,15 +18,15 @@ import { randomHex } from '../core/random-bytes.js';
 import { defaultStateRoot, makeOwnedDirectory } from '../core/state-folders.js';
 
 /**
- * The V8 code cache of the bundled command, one file per installed bundle and command in the host cache folder of the default
- * state folder (private to this user: V8 runs what the cache holds, so nobody else may write it). The file starts with
- * the key it was made for, because V8 checks its own version and flags but of the source only the length. The key is
- * taken from the bundle file's identity (device, inode, size, times), written out as it is, rather than a hash of its
- * 700 KB on every start. One file per bundle path and command, named by a fingerprint of the two: two installs of
- * the command started in turn would otherwise replace each other's cache on every start, and a cache holds only what
- * the command that made it compiled; two names sharing a fingerprint only miss each other's cache (the key inside is
- * checked). Nothing here loads `node:crypto` on a start whose bundle has
- * settled (see src/core/node-crypto.ts).
+ * The V8 code cache of the bundled command, one file per installed bundle and command in the host cache folder of the
+ * default state folder (private to this user: V8 runs what the cache holds, so nobody else may write it). The file
+ * starts with the key it was made for, because V8 checks its own version and flags but of the source only the length.
+ * The key is taken from the bundle file's identity (device, inode, size, times), written out as it is, rather than a
+ * hash of its 700 KB on every start. One file per bundle path and command, named by a fingerprint of the two: two
+ * installs of the command started in turn would otherwise replace each other's cache on every start, and a cache
+ * holds only what the command that made it compiled; two names sharing a fingerprint only miss each other's cache (the
+ * key inside is checked). Nothing here loads `node:crypto` on a start whose bundle has settled (see
+ * src/core/node-crypto.ts).
  */
 
 /** Prefix of the code cache files in the host cache folder. */
@@ -149,9 +149,10 @@ export function codeCacheFileName(owner: string): string {
 }
 
 /**
- * The cached code of `owner` (see {@link codeCacheFileName}) for `key`, or undefined when there is none this user alone wrote for
- * it (missing, another key, not a regular file of this user, writable by others, too large). Read into `into` when it
- * is large enough: memory the caller gives up (the bundle's bytes once decoded), whose pages are already there.
+ * The cached code of `owner` (see {@link codeCacheFileName}) for `key`, or undefined when there is none this user
+ * alone wrote for it (missing, another key, not a regular file of this user, writable by others, too large). Read into
+ * `into` when it is large enough: memory the caller gives up (the bundle's bytes once decoded), whose pages are
+ * already there.
  */
 export function readCodeCache(key: string, owner: string, into?: Buffer): Buffer | undefined {
   const directory = cacheDirectory();
@@ -168,9 +169,9 @@ export function readCodeCache(key: string, owner: string, into?: Buffer): Buffer
 }
 
 /**
- * Stores the code of `owner` (see {@link codeCacheFileName}) for `key`, replacing its file whole (a new file renamed over it), and
- * removes the code cache files of other bundles not written for {@link STALE_CODE_CACHE_MS}; a failure only loses the
- * cache.
+ * Stores the code of `owner` (see {@link codeCacheFileName}) for `key`, replacing its file whole (a new file renamed
+ * over it), and removes the code cache files of other bundles not written for {@link STALE_CODE_CACHE_MS}; a failure
+ * only loses the cache.
  */
 export function writeCodeCache(key: string, data: Buffer, owner: string): void {
   const directory = cacheDirectory();

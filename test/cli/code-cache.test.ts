@@ -213,7 +213,7 @@ describe('codecall with its code cache', () => {
   }, 60_000);
 
   // V8 keeps in a cache the functions the process that made it compiled: a cache made by one command left another to
-  // compile the rest of its path itself (`codecall run` ~12 % slower from a cache `serve` made).
+  // compile the rest of its path itself.
   it('keeps a cache per command: one command does not use, nor replace, the cache another made', async () => {
     await bundleSettled();
     const script = join(scriptFolder, 'stubs.py');
