@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolvePythonInterpreter } from '../../src/sandbox/interpreter.js';
 import { defineTool } from '../../src/tools/define-tool.js';
 import { useCodecalls } from '../support/codecall-fixture.js';
+import { seededRandom } from '../support/seeded-random.js';
 
 const codecallWith = useCodecalls();
 
@@ -165,11 +166,8 @@ with ThreadPoolExecutor(8) as pool:
       [0xf0, 0x9f, 0x98],
       [0xf0, 0x90],
     ];
-    let state = 7;
-    const next = (bound: number) => {
-      state = (Math.imul(state, 1_103_515_245) + 12_345) >>> 0;
-      return state % bound;
-    };
+    const random = seededRandom(7);
+    const next = (bound: number) => Math.floor(random() * bound);
     const names: string[] = [];
     for (let file = 0; file < 12; file += 1) {
       const bytes: number[] = [];

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { exceedsJsonNesting, MAX_JSON_NESTING_DEPTH } from '../../src/core/json-nesting.js';
+import { seededRandom } from '../support/seeded-random.js';
 
 const bytes = (text: string) => Buffer.from(text, 'utf8');
 const exceeds = (text: string, maxDepth = MAX_JSON_NESTING_DEPTH) => exceedsJsonNesting(bytes(text), maxDepth);
@@ -29,14 +30,6 @@ function randomJson(random: () => number, depth: number): unknown {
   );
   if (random() < 0.5) return children;
   return Object.fromEntries(children.map((child, index) => [`k[${index}"{`, child]));
-}
-
-function seededRandom(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
-    return state / 2 ** 31;
-  };
 }
 
 describe('exceedsJsonNesting', () => {

@@ -11,6 +11,7 @@ import {
   NEWLINE_COUNTER_WASM,
   newlineCounterReady,
 } from '../../src/tools/newline-count.js';
+import { seededRandom } from '../support/seeded-random.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -23,11 +24,7 @@ function newlinesOneByOne(bytes: Buffer): number {
 
 /** Bytes of `length` from a seeded generator: a newline at `density`, else any byte (a newline too, now and then). */
 function randomBytes(length: number, density: number, seed: number): Buffer {
-  let state = seed;
-  const next = () => {
-    state = (Math.imul(state, 1_103_515_245) + 12_345) >>> 0;
-    return state / 2 ** 32;
-  };
+  const next = seededRandom(seed);
   const bytes = Buffer.alloc(length);
   for (let index = 0; index < length; index += 1) bytes[index] = next() < density ? 0x0a : Math.floor(next() * 256);
   return bytes;
